@@ -1,0 +1,46 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+WHEELS := $(wildcard /opt/wheels)
+
+.PHONY: install demo up test check lint typecheck proto proto-check train clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch 2.13 CPU build: this machine's image keeps the wheel in /opt/wheels.
+	$(PY) -m pip install -q $(if $(WHEELS),--find-links /opt/wheels) "torch==2.13.0"
+	$(PY) -m pip install -q -e ".[model,embedded,dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install            ## start the stack, stream a Terminal episode, stop the stack
+	$(VENV)/bin/worldserve demo --start
+
+up: install              ## start the stack and keep it running (Ctrl-C stops it)
+	$(VENV)/bin/worldserve up
+
+test: install            ## unit + integration tests (real Redis, real Triton)
+	$(PY) -m pytest
+
+check: lint typecheck proto-check
+
+lint: install
+	$(VENV)/bin/ruff check services tests
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+proto: install           ## regenerate services/worldserve/v1 from protos/
+	PYTHON=$(PY) bash scripts/gen_protos.sh
+
+proto-check: install
+	$(PY) -m pytest -q tests/unit/test_codegen.py
+
+train: install           ## collect trajectories and retrain the default checkpoint (~25 min)
+	$(PY) -m worldserve.training.train --out models/worldserve-tiny-moe
+
+clean:
+	rm -rf .worldserve .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Model backends: the port the gateway calls and its Triton implementation."""

@@ -1,0 +1,122 @@
+"""The `worldserve` command line."""
+
+from __future__ import annotations
+
+import secrets
+import signal
+import threading
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from worldserve.settings import Settings
+
+app = typer.Typer(help="worldserve: simulator-as-a-service for language world models.",
+                  no_args_is_help=True, add_completion=False)
+console = Console()
+
+STATE_DIR = Path(".worldserve")
+
+
+def _settings_with_key() -> tuple[Settings, bool]:
+    settings = Settings()
+    if settings.dev_api_key:
+        return settings, False
+    return settings.model_copy(update={"dev_api_key": "wsk_dev_" + secrets.token_urlsafe(24)}), True
+
+
+def _start_stack(settings: Settings, state_dir: Path):  # type: ignore[no-untyped-def]
+    from worldserve.dev.launcher import Stack
+
+    stack = Stack(settings, state_dir)
+    with console.status("starting the stack") as status:
+        stack.start(tick=lambda msg: status.update(msg))
+    return stack
+
+
+def _print_endpoints(stack, generated_key: bool) -> None:  # type: ignore[no-untyped-def]
+    s = stack.settings
+    table = Table(title="worldserve is up", show_header=True)
+    table.add_column("part")
+    table.add_column("endpoint")
+    table.add_column("note")
+    table.add_row("gateway (gRPC)", stack.gateway_target, "worldserve.v1.Simulator, health, reflection")
+    table.add_row("Triton gRPC", s.triton_url, f"model {s.model_name!r}")
+    table.add_row("Triton HTTP / metrics", f"127.0.0.1:{s.triton_http_port} / :{s.triton_metrics_port}", "")
+    for name, url, how in stack.services.describe():
+        table.add_row(name, url, how)
+    console.print(table)
+    note = " (generated; set WORLDSERVE_DEV_API_KEY to fix it)" if generated_key else ""
+    console.print(f"dev tenant API key{note}: [bold]{s.dev_api_key}[/]")
+    console.print(f"logs: {stack.state_dir / 'logs'}")
+
+
+@app.command()
+def up(state_dir: Path = typer.Option(STATE_DIR, help="Where bundled services keep data.")) -> None:
+    """Start Redis/PostgreSQL (bundled if none), the Triton model server and the gateway."""
+    settings, generated = _settings_with_key()
+    stack = _start_stack(settings, state_dir)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        _print_endpoints(stack, generated)
+        console.print("press Ctrl-C to stop")
+        while not stop.is_set():
+            for child in stack.children:
+                if not child.alive():
+                    console.print(f"[red]{child.name} exited[/]:\n{child.tail()}")
+                    stop.set()
+            stop.wait(1.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        with console.status("stopping"):
+            stack.stop()
+        console.print("stopped")
+
+
+@app.command()
+def demo(
+    start: bool = typer.Option(False, "--start", help="Start the stack first and stop it after."),
+    target: str = typer.Option("", help="Gateway address; default from settings."),
+    api_key: str = typer.Option("", envvar="WORLDSERVE_DEV_API_KEY", help="Bearer key."),
+    state_dir: Path = typer.Option(STATE_DIR, help="Where bundled services keep data."),
+) -> None:
+    """Run a scripted Terminal episode through the SDK, streaming each turn."""
+    from worldserve.cli.demo import run_episode
+    from worldserve.sdk import Client, WorldserveError
+
+    settings = Settings()
+    stack = None
+    if start:
+        settings, _ = _settings_with_key()
+        stack = _start_stack(settings, state_dir)
+    key = api_key or settings.dev_api_key or ""
+    address = target or f"{settings.gateway_host}:{settings.gateway_port}"
+    try:
+        with Client(address, api_key=key) as client:
+            results = run_episode(client, console)
+        empty = [r.turn for r in results if not r.observation.strip()]
+        console.print(f"[bold]{len(results)} turns simulated[/]"
+                      + (f"; turns with an empty observation: {empty}" if empty else ""))
+    except WorldserveError as exc:
+        console.print(f"[red]demo failed:[/] {type(exc).__name__}: {exc}")
+        raise typer.Exit(1) from exc
+    finally:
+        if stack is not None:
+            with console.status("stopping the stack"):
+                stack.stop()
+
+
+@app.command()
+def version() -> None:
+    """Print the worldserve version."""
+    from worldserve import __version__
+
+    console.print(__version__)
+
+
+if __name__ == "__main__":
+    app()

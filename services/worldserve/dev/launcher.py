@@ -1,0 +1,150 @@
+"""Start the whole local stack as child processes and stop it cleanly.
+
+Each server runs in its own process group, so stopping one also stops what it spawned
+(PyTriton's ``tritonserver`` and its Python-backend stubs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from worldserve.dev.services import Services, port_open, resolve_services
+from worldserve.settings import Settings
+
+
+class StackError(RuntimeError):
+    pass
+
+
+def settings_env(settings: Settings, **overrides: str) -> dict[str, str]:
+    """The environment for a child process: ours, plus every setting as WORLDSERVE_*."""
+    env = dict(os.environ)
+    for name, value in settings.model_dump().items():
+        if value is not None:
+            text = json.dumps(value) if isinstance(value, list | dict) else str(value)
+            env[f"WORLDSERVE_{name.upper()}"] = text
+    env.update(overrides)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, grace_s: float) -> None:
+        if not self.alive():
+            return
+        pgid = os.getpgid(self.process.pid)
+        os.killpg(pgid, signal.SIGTERM)
+        try:
+            self.process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(pgid, signal.SIGKILL)
+            self.process.wait(5)
+        # Triton may outlive its parent for a moment: make sure the group is gone.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def spawn(name: str, module: str, env: dict[str, str], log_dir: Path) -> Child:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", module], env=env, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    return Child(name, process, log_path)
+
+
+def triton_model_ready(url: str, model: str) -> bool:
+    import tritonclient.grpc as triton
+
+    try:
+        client = triton.InferenceServerClient(url)
+        try:
+            return bool(client.is_server_ready() and client.is_model_ready(model))
+        finally:
+            client.close()
+    except Exception:
+        return False
+
+
+def wait_for(what: str, ready: Callable[[], bool], child: Child, timeout_s: float,
+             tick: Callable[[str], None] | None = None) -> None:
+    start = time.monotonic()
+    while not ready():
+        if not child.alive():
+            raise StackError(f"{child.name} exited while {what}:\n{child.tail()}")
+        elapsed = time.monotonic() - start
+        if elapsed > timeout_s:
+            raise StackError(f"{child.name} not ready after {timeout_s:.0f}s:\n{child.tail()}")
+        if tick:
+            tick(f"{what} ({elapsed:.0f}s)")
+        time.sleep(0.25)
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    state_dir: Path
+    services: Services | None = None
+    children: list[Child] = field(default_factory=list)
+
+    @property
+    def gateway_target(self) -> str:
+        return f"{self.settings.gateway_host}:{self.settings.gateway_port}"
+
+    def start(self, tick: Callable[[str], None] | None = None, need_postgres: bool = True) -> None:
+        s = self.settings
+        try:
+            for port in (s.gateway_port, int(s.triton_url.rsplit(":", 1)[1]),
+                         s.triton_http_port, s.triton_metrics_port):
+                if port_open("127.0.0.1", port):
+                    raise StackError(f"port {port} is already in use: is another stack running? "
+                                     "Stop it, or set WORLDSERVE_*_PORT to free ports.")
+            if tick:
+                tick("finding or starting Redis and PostgreSQL")
+            self.services = resolve_services(s, self.state_dir, need_postgres)
+            env = settings_env(s, WORLDSERVE_REDIS_URL=self.services.redis_url)
+            if self.services.database_url:
+                env["WORLDSERVE_DATABASE_URL"] = self.services.database_url
+            logs = self.state_dir / "logs"
+            model = spawn("modelserver", "worldserve.modelserver.main", env, logs)
+            self.children.append(model)
+            wait_for("loading the world model into Triton",
+                     lambda: triton_model_ready(s.triton_url, s.model_name), model, 600, tick)
+            gateway = spawn("gateway", "worldserve.gateway.server", env, logs)
+            self.children.append(gateway)
+            wait_for("starting the gateway",
+                     lambda: port_open(s.gateway_host, s.gateway_port), gateway, 60, tick)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for child in reversed(self.children):
+            child.stop(self.settings.grace_period_s + 5)
+        self.children.clear()
+        if self.services is not None:
+            self.services.stop()
+            self.services = None

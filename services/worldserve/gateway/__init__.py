@@ -1,0 +1,1 @@
+"""The gRPC gateway: servicers over a simulator core, interceptors, server composition."""

@@ -1,0 +1,165 @@
+"""Server interceptors: authentication, and the one place errors become gRPC statuses.
+
+Both wrap the handler's own coroutine, so they run in the RPC's task: the authenticated tenant
+travels in a context variable, and an error raised anywhere below is mapped exactly once.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf import duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from worldserve import errors
+
+log = logging.getLogger(__name__)
+
+current_tenant: contextvars.ContextVar[str] = contextvars.ContextVar("current_tenant")
+
+PUBLIC_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
+
+_CODES: list[tuple[type[errors.WorldserveError], grpc.StatusCode]] = [
+    (errors.InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
+    (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
+    (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.Aborted, grpc.StatusCode.ABORTED),
+    (errors.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
+    (errors.DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
+]
+
+
+def status_code(exc: errors.WorldserveError) -> grpc.StatusCode:
+    for cls, code in _CODES:
+        if isinstance(exc, cls):
+            return code
+    return grpc.StatusCode.UNKNOWN
+
+
+def rich_status(exc: errors.WorldserveError) -> status_pb2.Status:
+    """A google.rpc.Status with details: QuotaFailure and RetryInfo on RESOURCE_EXHAUSTED."""
+    code = status_code(exc)
+    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=str(exc))
+    if isinstance(exc, errors.ResourceExhausted):
+        failure = error_details_pb2.QuotaFailure(violations=[
+            error_details_pb2.QuotaFailure.Violation(subject=exc.subject, description=str(exc))])
+        status.details.add().Pack(failure)
+        if exc.retry_after_s:
+            retry = error_details_pb2.RetryInfo(
+                retry_delay=duration_pb2.Duration(seconds=int(exc.retry_after_s)))
+            status.details.add().Pack(retry)
+    return status
+
+
+def _rewrap(handler: grpc.RpcMethodHandler, wrap: Callable[[Any], Any]) -> grpc.RpcMethodHandler:
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(
+            wrap(handler.unary_unary), handler.request_deserializer, handler.response_serializer)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(
+            wrap(handler.unary_stream), handler.request_deserializer, handler.response_serializer)
+    return handler  # no client-streaming RPCs in the public API
+
+
+def _is_streaming(behavior: Any) -> bool:
+    import inspect
+
+    return inspect.isasyncgenfunction(behavior)
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
+    """Maps WorldserveError to its status with rich details; anything else is logged, INTERNAL."""
+
+    async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]],
+                                details: grpc.HandlerCallDetails) -> Any:
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        return _rewrap(handler, _guard)
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
+    if isinstance(exc, errors.WorldserveError):
+        await context.abort_with_status(rpc_status.to_status(rich_status(exc)))
+    log.exception("unhandled error in RPC", exc_info=exc)
+    await context.abort(grpc.StatusCode.INTERNAL, "internal error")
+
+
+def _guard(behavior: Any) -> Any:
+    if _is_streaming(behavior):
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                async for item in behavior(request, context):
+                    yield item
+            except Exception as exc:
+                if isinstance(exc, grpc.aio.AbortError):
+                    raise
+                await _abort(context, exc)
+        return stream
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await behavior(request, context)
+        except Exception as exc:
+            if isinstance(exc, grpc.aio.AbortError):
+                raise
+            await _abort(context, exc)
+    return unary
+
+
+class KeyAuthenticator:
+    """Bearer key → tenant. The dev key from settings until the tenancy service lands."""
+
+    def __init__(self, keys: dict[str, str]) -> None:
+        self._keys = [(k.encode(), tenant) for k, tenant in keys.items() if k]
+
+    def tenant_for(self, key: str) -> str | None:
+        given = key.encode()
+        found = None
+        for secret, tenant in self._keys:  # compare with every key: constant time per key
+            if hmac.compare_digest(given, secret):
+                found = tenant
+        return found
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, authenticator: KeyAuthenticator) -> None:
+        self._auth = authenticator
+
+    async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]],
+                                details: grpc.HandlerCallDetails) -> Any:
+        handler = await continuation(details)
+        if handler is None or details.method.startswith(PUBLIC_PREFIXES):
+            return handler
+        metadata = dict(details.invocation_metadata or ())
+        header = metadata.get("authorization", "")
+        header = header.decode() if isinstance(header, bytes) else header
+        scheme, _, key = header.partition(" ")
+        tenant = self._auth.tenant_for(key.strip()) if scheme.lower() == "bearer" else None
+
+        def wrap(behavior: Any) -> Any:
+            if _is_streaming(behavior):
+                async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                    if tenant is None:
+                        raise errors.Unauthenticated("missing or invalid API key")
+                    current_tenant.set(tenant)
+                    async for item in behavior(request, context):
+                        yield item
+                return stream
+
+            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                if tenant is None:
+                    raise errors.Unauthenticated("missing or invalid API key")
+                current_tenant.set(tenant)
+                return await behavior(request, context)
+            return unary
+
+        return _rewrap(handler, wrap)

@@ -1,0 +1,117 @@
+"""Compose the gateway: ``build_gateway(settings)`` is the one composition root.
+
+``python -m worldserve.gateway.server`` runs it until SIGTERM/SIGINT, then stops accepting RPCs
+and gives in-flight ones ``grace_period_s`` to finish (match the pod's termination grace period).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from worldserve.backends.base import Backend
+from worldserve.backends.checkpoint import load_chat_template
+from worldserve.backends.triton import TritonBackend
+from worldserve.gateway.interceptors import AuthInterceptor, ErrorInterceptor, KeyAuthenticator
+from worldserve.gateway.servicer import SimulatorServicer
+from worldserve.gateway.simulator import ModelTarget, Simulator
+from worldserve.sessions.store import RedisSessionStore, SessionStore
+from worldserve.settings import Settings
+from worldserve.v1 import simulator_pb2, simulator_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+SERVICE = simulator_pb2.DESCRIPTOR.services_by_name["Simulator"].full_name
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+@dataclass
+class Gateway:
+    server: grpc.aio.Server
+    port: int
+    store: SessionStore
+    backend: Backend
+    health: health.aio.HealthServicer
+    _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+
+    async def start(self) -> None:
+        await self.server.start()
+        self._tasks.append(asyncio.create_task(self._watch_health()))
+
+    async def stop(self, grace: float) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+        await self.backend.aclose()
+        aclose = getattr(self.store, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+    async def _watch_health(self, period_s: float = 5.0) -> None:
+        while True:
+            ok = False
+            with contextlib.suppress(Exception):
+                ok = await self.store.ping() and await self.backend.ready()
+            status = (health_pb2.HealthCheckResponse.SERVING if ok
+                      else health_pb2.HealthCheckResponse.NOT_SERVING)
+            await self.health.set(SERVICE, status)
+            await asyncio.sleep(period_s)
+
+
+def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None = None,
+                  backend: Backend | None = None) -> Gateway:
+    store = store or RedisSessionStore.from_url(redis_url, settings.key_prefix)
+    backend = backend or TritonBackend(settings.triton_url, settings.model_name)
+    model = ModelTarget(settings.model_version_label, load_chat_template(settings.model_dir))
+    simulator = Simulator(settings, store, backend, model)
+    keys = {settings.dev_api_key: settings.dev_tenant} if settings.dev_api_key else {}
+    server = grpc.aio.server(
+        interceptors=[ErrorInterceptor(), AuthInterceptor(KeyAuthenticator(keys))],
+        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)],
+    )
+    simulator_pb2_grpc.add_SimulatorServicer_to_server(SimulatorServicer(simulator), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        [SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+         reflection.SERVICE_NAME], server)
+    port = server.add_insecure_port(f"{settings.gateway_host}:{settings.gateway_port}")
+    if port == 0:
+        raise OSError(f"cannot bind {settings.gateway_host}:{settings.gateway_port}")
+    return Gateway(server, port, store, backend, health_servicer)
+
+
+async def serve(settings: Settings, redis_url: str) -> None:
+    gateway = build_gateway(settings, redis_url)
+    await gateway.start()
+    log.info("gateway listening on %s:%d", settings.gateway_host, gateway.port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("stopping: in-flight RPCs get %.0fs", settings.grace_period_s)
+    await gateway.stop(settings.grace_period_s)
+
+
+def main() -> None:
+    from worldserve.dev.services import resolve_redis_url
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    settings = Settings()
+    redis_url = resolve_redis_url(settings)
+    asyncio.run(serve(settings, redis_url))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+"""The simulator core: sessions and steps, independent of gRPC.
+
+The servicer converts protobuf to these calls; everything here raises the project's error tree.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from worldserve.backends.base import Backend, Completion
+from worldserve.domains.chat import render_chat
+from worldserve.domains.parsing import MalformedCompletion, Part, StreamSplitter, parse_completion
+from worldserve.domains.rendering import PastTurn, PromptInput, build_messages
+from worldserve.domains.templates import Domain, system_prompt
+from worldserve.errors import (
+    Aborted,
+    InvalidArgument,
+    ModelOutputError,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+)
+from worldserve.sessions.records import Sampling, SessionRecord, TurnRecord
+from worldserve.sessions.rules import Verdict, admit
+from worldserve.sessions.store import SessionStore
+from worldserve.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class NewSession:
+    domain: str
+    model: str = ""
+    task_instruction: str = ""
+    initial_state: str = ""
+    system_prompt: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    reasoning_budget: int = 0
+    seed: int | None = None
+    faults: dict[str, Any] | None = None
+    labels: dict[str, str] | None = None
+    ttl_seconds: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StepInput:
+    session_id: str
+    action: str
+    expected_turn: int | None = None
+    current_state: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    session_id: str
+    turn_index: int
+    turn: TurnRecord
+    replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    part: Part
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    reason: str
+
+
+StepEvent = Delta | Restart | StepResult
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTarget:
+    """What a session is pinned to: a version label and the chat template to render with."""
+
+    version: str
+    chat_template: str
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+class Simulator:
+    def __init__(self, settings: Settings, store: SessionStore, backend: Backend,
+                 model: ModelTarget) -> None:
+        self.settings = settings
+        self.store = store
+        self.backend = backend
+        self.model = model
+
+    # --- sessions ---
+
+    def _resolve_model(self, requested: str) -> str:
+        name = self.model.version.split("@", 1)[0]
+        if requested in ("", "stable", name, self.model.version):
+            return self.model.version
+        raise NotFound(f"unknown model {requested!r}; this deployment serves {self.model.version}")
+
+    def _validate_new(self, new: NewSession) -> Sampling:
+        s = self.settings
+        try:
+            Domain(new.domain)
+        except ValueError:
+            raise InvalidArgument(f"unknown domain {new.domain!r}") from None
+        if new.domain not in s.allowed_domains:
+            raise PermissionDenied(f"domain {new.domain} is not enabled on this deployment")
+        if _utf8_len(new.initial_state) > s.max_state_bytes:
+            raise InvalidArgument(f"initial_state exceeds {s.max_state_bytes} bytes")
+        if _utf8_len(new.task_instruction) > s.max_state_bytes:
+            raise InvalidArgument(f"task_instruction exceeds {s.max_state_bytes} bytes")
+        if new.system_prompt is not None and _utf8_len(new.system_prompt) > s.max_state_bytes:
+            raise InvalidArgument(f"system_prompt exceeds {s.max_state_bytes} bytes")
+        temperature = s.default_temperature if new.temperature is None else new.temperature
+        top_p = 1.0 if new.top_p is None else new.top_p
+        max_tokens = s.default_max_tokens if new.max_tokens is None else new.max_tokens
+        if not 0 <= temperature <= 2:
+            raise InvalidArgument("sampling.temperature must be within [0, 2]")
+        if not 0 < top_p <= 1:
+            raise InvalidArgument("sampling.top_p must be within (0, 1]")
+        if not 1 <= max_tokens <= s.max_tokens_limit:
+            raise InvalidArgument(f"sampling.max_tokens must be within [1, {s.max_tokens_limit}]")
+        if new.reasoning_budget < 0:
+            raise InvalidArgument("sampling.reasoning_budget must not be negative")
+        if not 0 <= new.ttl_seconds <= s.max_session_ttl_s:
+            raise InvalidArgument(f"ttl_seconds must be within [0, {s.max_session_ttl_s}]")
+        return Sampling(temperature, top_p, max_tokens, new.reasoning_budget)
+
+    async def create_session(self, tenant: str, new: NewSession) -> SessionRecord:
+        sampling = self._validate_new(new)
+        version = self._resolve_model(new.model)
+        ttl = new.ttl_seconds or self.settings.session_ttl_s
+        session_id = "s_" + uuid.uuid4().hex
+        limit = self.settings.max_sessions_per_tenant
+        if not await self.store.admit(tenant, session_id, ttl, limit):
+            raise ResourceExhausted(f"tenant already holds {limit} open sessions",
+                                    subject=f"tenant:{tenant}:sessions", retry_after_s=30)
+        record = SessionRecord(
+            session_id=session_id, tenant=tenant, domain=new.domain, model_version=version,
+            task_instruction=new.task_instruction, initial_state=new.initial_state,
+            system_prompt=new.system_prompt or system_prompt(Domain(new.domain)),
+            sampling=sampling, seed=new.seed, faults=new.faults or {},
+            labels=dict(new.labels or {}), ttl_seconds=ttl, created_at=time.time(),
+        )
+        await self.store.put(record)
+        return record
+
+    async def get_session(self, tenant: str, session_id: str, with_turns: bool
+                          ) -> tuple[SessionRecord, list[TurnRecord], int]:
+        loaded = await self.store.load(tenant, session_id, with_turns)
+        if loaded is None:
+            raise NotFound(f"session {session_id} not found")
+        record, turns = loaded
+        count = len(turns) if with_turns else await self.store.turn_count(tenant, session_id)
+        return record, turns, count
+
+    async def list_sessions(self, tenant: str, offset: int, count: int
+                            ) -> tuple[list[tuple[SessionRecord, int]], int | None]:
+        ids = await self.store.list_ids(tenant, offset, count + 1)
+        more = len(ids) > count
+        out = []
+        for sid in ids[:count]:
+            loaded = await self.store.load(tenant, sid, with_turns=False)
+            if loaded is not None:
+                out.append((loaded[0], await self.store.turn_count(tenant, sid)))
+        return out, (offset + count if more else None)
+
+    async def close_session(self, tenant: str, session_id: str) -> int:
+        count = await self.store.close(tenant, session_id)
+        if count is None:
+            raise NotFound(f"session {session_id} not found")
+        return count
+
+    # --- steps ---
+
+    def _check_step(self, step: StepInput) -> None:
+        s = self.settings
+        if not step.session_id:
+            raise InvalidArgument("session_id is required")
+        if not step.action.strip():
+            raise InvalidArgument("action must not be empty")
+        if _utf8_len(step.action) > s.max_action_bytes:
+            raise InvalidArgument(f"action exceeds {s.max_action_bytes} bytes")
+        if _utf8_len(step.current_state) > s.max_state_bytes:
+            raise InvalidArgument(f"current_state exceeds {s.max_state_bytes} bytes")
+        if step.expected_turn is not None and step.expected_turn < 0:
+            raise InvalidArgument("expected_turn must not be negative")
+
+    def _prompt(self, record: SessionRecord, turns: list[TurnRecord], step: StepInput,
+                strict: bool) -> str:
+        history = [PastTurn(t.action, t.observation, t.current_state) for t in turns]
+        prompt = PromptInput(record.system_prompt, record.task_instruction, record.initial_state,
+                             history, step.action, step.current_state)
+        messages = build_messages(prompt, self.settings.history_window_turns, strict=strict)
+        return render_chat(self.model.chat_template, messages)
+
+    def _seed(self, record: SessionRecord, turn_number: int) -> int | None:
+        if record.seed is None:
+            return None
+        return (record.seed * 1_000_003 + turn_number) % (2**31 - 1)
+
+    async def step(self, tenant: str, step: StepInput, timeout_s: float | None
+                   ) -> AsyncIterator[StepEvent]:
+        """Deltas while the model writes, then the StepResult (stored, or replayed)."""
+        self._check_step(step)
+        loaded = await self.store.load(tenant, step.session_id)
+        if loaded is None:
+            raise NotFound(f"session {step.session_id} not found")
+        record, turns = loaded
+        max_turns = self.settings.max_turns_per_session
+        verdict = admit(turns, step.action, step.expected_turn, max_turns)
+        if verdict.verdict is Verdict.REPLAY:
+            assert verdict.stored is not None
+            yield StepResult(record.session_id, verdict.stored_index, verdict.stored, True)
+            return
+        if verdict.verdict is Verdict.CONFLICT:
+            raise Aborted(f"expected_turn={step.expected_turn} but the session has "
+                          f"{verdict.turn_count} turns")
+        if verdict.verdict is Verdict.LIMIT:
+            raise ResourceExhausted(f"session reached {max_turns} turns",
+                                    subject=f"session:{record.session_id}:turns")
+        deadline = time.monotonic() + (timeout_s or self.settings.step_timeout_s)
+        seed = self._seed(record, len(turns) + 1)
+        sampling = record.sampling
+        totals = [0, 0, 0]  # input, output, reasoning tokens over all attempts
+        finish = ""
+        parsed = None
+        for attempt in range(2):
+            if attempt:
+                yield Restart("the model's answer had no complete observation; retrying")
+            completion = Completion(self._prompt(record, turns, step, strict=attempt > 0),
+                                    sampling.max_tokens, sampling.temperature, sampling.top_p, seed)
+            splitter, text = StreamSplitter(), []
+            async for chunk in self.backend.stream(completion, max(deadline - time.monotonic(),
+                                                                   0.001)):
+                text.append(chunk.text)
+                totals[0] = max(totals[0], chunk.num_input_tokens)
+                totals[1] += chunk.num_output_tokens
+                before_observation = not splitter.in_observation
+                for part, delta in splitter.feed(chunk.text):
+                    yield Delta(part, delta)
+                if before_observation:
+                    totals[2] += chunk.num_output_tokens
+                finish = chunk.finish_reason or finish
+            try:
+                parsed = parse_completion("".join(text))
+                break
+            except MalformedCompletion as exc:
+                problem = str(exc)
+        if parsed is None:
+            raise ModelOutputError(f"the world model gave no usable observation twice ({problem}, "
+                                   f"finish_reason={finish or 'unknown'}); the turn was not stored")
+        turn = TurnRecord(
+            action=step.action, observation=parsed.observation, reasoning=parsed.reasoning,
+            input_tokens=totals[0], output_tokens=totals[1], reasoning_tokens=totals[2],
+            model_version=record.model_version, finish_reason=finish or "stop",
+            created_at=time.time(), current_state=step.current_state, seed=seed,
+            sampling={"temperature": sampling.temperature, "top_p": sampling.top_p,
+                      "max_tokens": sampling.max_tokens},
+        )
+        expected = len(turns) if step.expected_turn is None else step.expected_turn
+        result = await self.store.commit(record, turn, expected, max_turns)
+        if result.outcome == "ok":
+            yield StepResult(record.session_id, result.turn_count, turn)
+        elif result.outcome == "replay":
+            assert result.stored is not None
+            yield StepResult(record.session_id, expected + 1, result.stored, True)
+        elif result.outcome == "missing":
+            raise NotFound(f"session {step.session_id} was closed or expired during the step")
+        elif result.outcome == "limit":
+            raise ResourceExhausted(f"session reached {max_turns} turns",
+                                    subject=f"session:{record.session_id}:turns")
+        else:
+            raise Aborted(f"another step was applied first: the session now has "
+                          f"{result.turn_count} turns")

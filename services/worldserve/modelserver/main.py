@@ -1,0 +1,49 @@
+"""Entry point of the model-server process: ``python -m worldserve.modelserver.main``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sysconfig
+
+from worldserve.settings import Settings
+
+
+def triton_env_fix() -> None:
+    """Triton's Python-backend stub links the system libpython; point it at ours (DESIGN.md §6)."""
+    libdir = sysconfig.get_config_var("LIBDIR")
+    current = os.environ.get("LD_LIBRARY_PATH", "")
+    if libdir and libdir not in current.split(":"):
+        os.environ["LD_LIBRARY_PATH"] = f"{libdir}:{current}" if current else libdir
+
+
+def serve(settings: Settings) -> None:
+    triton_env_fix()
+    from pytriton.triton import Triton, TritonConfig
+
+    from worldserve.modelserver.engines import build_engine
+    from worldserve.modelserver.triton_model import bind_world_model
+
+    log = logging.getLogger("worldserve.modelserver")
+    log.info("loading %s engine from %s", settings.engine, settings.model_dir)
+    engine = build_engine(settings.engine, settings.model_dir, settings.device,
+                          settings.max_batch_size, settings.batch_wait_ms, settings.torch_threads)
+    grpc_port = int(settings.triton_url.rsplit(":", 1)[1])
+    config = TritonConfig(grpc_port=grpc_port, http_port=settings.triton_http_port,
+                          metrics_port=settings.triton_metrics_port, exit_timeout_secs=5)
+    try:
+        with Triton(config=config) as triton:
+            bind_world_model(triton, settings.model_name, engine, settings.default_max_tokens)
+            log.info("Triton serving model %r on gRPC :%d", settings.model_name, grpc_port)
+            triton.serve()
+    finally:
+        engine.close()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    serve(Settings())
+
+
+if __name__ == "__main__":
+    main()

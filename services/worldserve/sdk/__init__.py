@@ -1,0 +1,49 @@
+"""The worldserve Python SDK."""
+
+from worldserve.errors import (
+    Aborted,
+    DeadlineExceeded,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
+    Unavailable,
+    WorldserveError,
+)
+from worldserve.sdk._convert import InternalError, Unimplemented
+from worldserve.sdk.client import AsyncClient, Client
+from worldserve.sdk.types import (
+    ObservationDelta,
+    ReasoningDelta,
+    Restart,
+    SessionInfo,
+    StepResult,
+    StreamEvent,
+    Turn,
+    Usage,
+)
+
+__all__ = [
+    "Aborted",
+    "AsyncClient",
+    "Client",
+    "DeadlineExceeded",
+    "InternalError",
+    "InvalidArgument",
+    "NotFound",
+    "ObservationDelta",
+    "PermissionDenied",
+    "ReasoningDelta",
+    "ResourceExhausted",
+    "Restart",
+    "SessionInfo",
+    "StepResult",
+    "StreamEvent",
+    "Turn",
+    "Unauthenticated",
+    "Unavailable",
+    "Unimplemented",
+    "Usage",
+    "WorldserveError",
+]

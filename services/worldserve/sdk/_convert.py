@@ -1,0 +1,125 @@
+"""SDK <-> protobuf conversion and status-code -> exception mapping."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+import grpc
+
+from worldserve import errors
+from worldserve.sdk.types import (
+    ObservationDelta,
+    ReasoningDelta,
+    Restart,
+    SessionInfo,
+    StepResult,
+    StreamEvent,
+    Turn,
+    Usage,
+)
+from worldserve.v1 import simulator_pb2 as pb
+
+
+class Unimplemented(errors.WorldserveError):
+    """The server does not implement this call yet."""
+
+
+class InternalError(errors.WorldserveError):
+    """The server failed unexpectedly."""
+
+
+_BY_CODE: dict[grpc.StatusCode, type[errors.WorldserveError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,
+    grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
+    grpc.StatusCode.NOT_FOUND: errors.NotFound,
+    grpc.StatusCode.ABORTED: errors.Aborted,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhausted,
+    grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineExceeded,
+    grpc.StatusCode.UNIMPLEMENTED: Unimplemented,
+}
+
+
+def translate(exc: grpc.RpcError) -> errors.WorldserveError:
+    code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    cls = _BY_CODE.get(code, InternalError)
+    err = cls(details or code.name)
+    err.code = code  # type: ignore[attr-defined]
+    return err
+
+
+def sampling(temperature: float | None, top_p: float | None, max_tokens: int | None
+             ) -> pb.SamplingParams:
+    msg = pb.SamplingParams()
+    if temperature is not None:
+        msg.temperature = temperature
+    if top_p is not None:
+        msg.top_p = top_p
+    if max_tokens is not None:
+        msg.max_tokens = max_tokens
+    return msg
+
+
+def create_request(domain: str, **kw: Any) -> pb.CreateSessionRequest:
+    try:
+        domain_value = pb.Domain.Value(domain.upper())
+    except ValueError:
+        raise errors.InvalidArgument(f"unknown domain {domain!r}") from None
+    req = pb.CreateSessionRequest(
+        domain=domain_value, model=kw.get("model") or "",
+        task_instruction=kw.get("task_instruction") or "",
+        initial_state=kw.get("initial_state") or "",
+        sampling=sampling(kw.get("temperature"), kw.get("top_p"), kw.get("max_tokens")),
+        labels=kw.get("labels") or {}, ttl_seconds=kw.get("ttl_seconds") or 0,
+    )
+    if kw.get("system_prompt") is not None:
+        req.system_prompt = kw["system_prompt"]
+    if kw.get("seed") is not None:
+        req.seed = kw["seed"]
+    return req
+
+
+def step_request(session_id: str, action: str, expected_turn: int | None,
+                 current_state: str | None) -> pb.StepRequest:
+    req = pb.StepRequest(session_id=session_id, action=action)
+    if expected_turn is not None:
+        req.expected_turn = expected_turn
+    if current_state is not None:
+        req.current_state = current_state
+    return req
+
+
+def _usage(u: pb.Usage) -> Usage:
+    return Usage(u.input_tokens, u.output_tokens, u.reasoning_tokens)
+
+
+def step_result(r: pb.StepResponse) -> StepResult:
+    return StepResult(r.session_id, r.turn, r.observation, r.reasoning, _usage(r.usage),
+                      r.model_version, r.finish_reason, r.fault_kind, r.replayed)
+
+
+def stream_event(e: pb.StepEvent) -> StreamEvent:
+    kind = e.WhichOneof("event")
+    if kind == "reasoning_delta":
+        return ReasoningDelta(e.reasoning_delta)
+    if kind == "observation_delta":
+        return ObservationDelta(e.observation_delta)
+    if kind == "restart":
+        return Restart(e.restart)
+    return step_result(e.final)
+
+
+def session_info(s: pb.Session) -> SessionInfo:
+    return SessionInfo(
+        session_id=s.session_id, domain=pb.Domain.Name(s.domain), model_version=s.model_version,
+        task_instruction=s.task_instruction, initial_state=s.initial_state,
+        turn_count=s.turn_count, ttl_seconds=s.ttl_seconds,
+        seed=s.seed if s.HasField("seed") else None, labels=dict(s.labels),
+        created_at=s.created_at.ToDatetime(tzinfo=UTC),
+        turns=[Turn(t.index, t.action, t.observation, t.reasoning, _usage(t.usage),
+                    t.model_version, t.finish_reason, t.created_at.ToDatetime(tzinfo=UTC))
+               for t in s.turns],
+    )

@@ -1,0 +1,68 @@
+"""A session and its turns as plain data, with the JSON form they are stored in."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    temperature: float
+    top_p: float
+    max_tokens: int
+    reasoning_budget: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    session_id: str
+    tenant: str
+    domain: str
+    model_version: str
+    task_instruction: str
+    initial_state: str
+    system_prompt: str
+    sampling: Sampling
+    seed: int | None
+    faults: dict[str, Any]
+    labels: dict[str, str]
+    ttl_seconds: int
+    created_at: float
+    parent_session_id: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> SessionRecord:
+        data = json.loads(raw)
+        data["sampling"] = Sampling(**data["sampling"])
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """One applied step. Its 1-based index is its position in the session's turn list."""
+
+    action: str
+    observation: str
+    reasoning: str
+    input_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    model_version: str
+    finish_reason: str
+    created_at: float
+    current_state: str = ""
+    fault_kind: str = ""
+    seed: int | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> TurnRecord:
+        return cls(**json.loads(raw))

@@ -1,0 +1,76 @@
+"""The one settings object of every worldserve process (``WORLDSERVE_*`` environment variables).
+
+Built once in ``main()`` and passed down; nothing else in the code base reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "worldserve-tiny-moe"
+
+
+class Settings(BaseSettings):
+    """Every knob, with its unit in the name or the description."""
+
+    model_config = SettingsConfigDict(env_prefix="WORLDSERVE_", extra="ignore")
+
+    # --- gateway ---
+    gateway_host: str = Field("127.0.0.1", description="Address the gateway binds to.")
+    gateway_port: int = Field(50051, description="Gateway gRPC port; 0 picks a free one.")
+    grace_period_s: float = Field(
+        10.0, description="In-flight RPCs get this long to finish on SIGTERM (pod grace period)."
+    )
+    dev_api_key: str | None = Field(
+        None, description="Bearer key of the dev tenant; `worldserve up` generates one if unset."
+    )
+    dev_tenant: str = Field("dev", description="Tenant id that the dev key authenticates as.")
+
+    # --- state ---
+    redis_url: str | None = Field(
+        None, description="Redis URL; unset = a server on 127.0.0.1:6379, else a bundled one."
+    )
+    database_url: str | None = Field(
+        None, description="PostgreSQL URL; unset = 127.0.0.1:5432 if it answers, else bundled."
+    )
+    key_prefix: str = Field("ws", description="Prefix of every Redis key (several stacks, one DB).")
+    session_ttl_s: int = Field(3600, description="Default idle time-to-live of a session.")
+    max_session_ttl_s: int = Field(7 * 24 * 3600, description="Largest ttl_seconds accepted.")
+
+    # --- limits ---
+    max_action_bytes: int = Field(16 * 1024, description="Largest action, in UTF-8 bytes.")
+    max_state_bytes: int = Field(64 * 1024, description="Largest initial/current state.")
+    max_turns_per_session: int = Field(256, description="Steps beyond this are refused.")
+    max_sessions_per_tenant: int = Field(1000, description="Open sessions a tenant may hold.")
+    allowed_domains: list[str] = Field(
+        ["MCP", "SEARCH", "TERMINAL", "SWE", "WEB", "OS", "ANDROID"],
+        description="Domains this deployment simulates; others get PERMISSION_DENIED.",
+    )
+    max_tokens_limit: int = Field(4096, description="Largest sampling.max_tokens accepted.")
+    history_window_turns: int = Field(
+        4, description="Turns replayed verbatim in the prompt; older ones are summarised."
+    )
+
+    # --- model backend ---
+    triton_url: str = Field("127.0.0.1:8001", description="Triton gRPC endpoint (host:port).")
+    triton_http_port: int = Field(8000, description="Triton HTTP port of the embedded server.")
+    triton_metrics_port: int = Field(8002, description="Triton metrics port of the embedded server.")
+    model_name: str = Field("worldmodel", description="Triton model name to call.")
+    model_version_label: str = Field(
+        "worldserve-tiny-moe@1", description="Version recorded on each turn (name@version)."
+    )
+    model_dir: Path = Field(DEFAULT_MODEL_DIR, description="Checkpoint directory (HF layout).")
+    step_timeout_s: float = Field(120.0, description="Backend call limit when no deadline is set.")
+    default_max_tokens: int = Field(384, description="max_tokens when the session sets none.")
+    default_temperature: float = Field(0.0, description="0 = greedy.")
+
+    # --- model server ---
+    engine: str = Field("transformers", description="'transformers' or 'vllm'.")
+    device: str = Field("auto", description="'auto' (cuda if present), 'cpu' or 'cuda'.")
+    max_batch_size: int = Field(8, description="Requests decoded together by the engine.")
+    batch_wait_ms: float = Field(5.0, description="How long the engine waits to fill a batch.")
+    torch_threads: int = Field(0, description="torch intra-op threads; 0 = torch's default.")

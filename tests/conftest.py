@@ -1,0 +1,89 @@
+"""Shared fixtures: real Redis (existing or bundled) and a real Triton model server."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from worldserve.settings import Settings
+
+TEST_KEY = "test-key-tenant-a"
+OTHER_KEY = "test-key-tenant-b"
+
+
+def _env_settings() -> Settings:
+    return Settings()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from worldserve.dev.services import BundledRedis, resolve_redis_url
+
+    try:
+        yield resolve_redis_url(_env_settings())
+        return
+    except RuntimeError:
+        pass
+    bundled = BundledRedis(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield bundled.url
+    finally:
+        bundled.stop()
+
+
+@pytest.fixture(scope="session")
+def key_prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix of this run alone; its keys are deleted afterwards."""
+    import redis
+
+    prefix = f"wstest-{uuid.uuid4().hex[:8]}"
+    yield prefix
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(f"{prefix}:*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def triton_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Triton Inference Server (PyTriton) serving the committed checkpoint."""
+    from worldserve.dev.launcher import settings_env, spawn, triton_model_ready, wait_for
+    from worldserve.dev.services import free_port
+
+    grpc_port, http_port, metrics_port = free_port(), free_port(), free_port()
+    settings = Settings(triton_url=f"127.0.0.1:{grpc_port}", triton_http_port=http_port,
+                        triton_metrics_port=metrics_port)
+    child = spawn("modelserver", "worldserve.modelserver.main", settings_env(settings),
+                  tmp_path_factory.mktemp("logs"))
+    try:
+        wait_for("loading the model", lambda: triton_model_ready(settings.triton_url,
+                                                                  settings.model_name),
+                 child, timeout_s=300)
+        yield settings.triton_url
+    finally:
+        child.stop(10)
+
+
+@pytest.fixture
+def make_settings(key_prefix: str, triton_url: str):  # type: ignore[no-untyped-def]
+    def make(**overrides: object) -> Settings:
+        base: dict[str, object] = {
+            "gateway_port": 0, "triton_url": triton_url, "key_prefix": key_prefix,
+            "dev_api_key": TEST_KEY, "grace_period_s": 2.0, "default_max_tokens": 200,
+        }
+        base.update(overrides)
+        return Settings(**base)  # type: ignore[arg-type]
+    return make
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[1]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"worldserve tests; WORLDSERVE_REDIS_URL={os.environ.get('WORLDSERVE_REDIS_URL', '')}"

@@ -1,0 +1,102 @@
+"""Malformed model output: one stricter retry, then a clear UNAVAILABLE (real Redis, scripted
+backend — a real model cannot be made to misbehave on demand)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+
+from tests.conftest import TEST_KEY
+from tests.integration.helpers import auth, running_gateway, stub_for
+from worldserve.backends.base import Chunk, Completion
+from worldserve.domains.templates import STRICT_SUFFIX
+from worldserve.settings import Settings
+from worldserve.v1 import simulator_pb2 as pb
+
+pytestmark = pytest.mark.integration
+
+GOOD = ["<think>\nfine", "\n</think>\n\n<predicted", "_observation>\nhello\n</predicted_", "observation>"]
+BAD = ["<think>\nhm\n</think>\n\n<predicted_observation>\nhalf"]
+
+
+class ScriptedBackend:
+    def __init__(self, answers: list[list[str]]) -> None:
+        self.answers = answers
+        self.prompts: list[str] = []
+
+    async def stream(self, request: Completion, timeout_s: float) -> AsyncIterator[Chunk]:
+        self.prompts.append(request.prompt)
+        pieces = self.answers[min(len(self.prompts) - 1, len(self.answers) - 1)]
+        for i, piece in enumerate(pieces):
+            yield Chunk(piece, 10, 1, "stop" if i == len(pieces) - 1 else "")
+
+    async def ready(self) -> bool:
+        return True
+
+    async def aclose(self) -> None:
+        pass
+
+
+def settings(key_prefix: str) -> Settings:
+    return Settings(gateway_port=0, key_prefix=key_prefix, dev_api_key=TEST_KEY)
+
+
+async def test_one_malformed_answer_is_retried_with_a_stricter_instruction(key_prefix, redis_url
+                                                                          ) -> None:  # type: ignore[no-untyped-def]
+    backend = ScriptedBackend([BAD, GOOD])
+    async with running_gateway(settings(key_prefix), redis_url, backend) as gw, stub_for(gw) as stub:
+        md = auth(TEST_KEY)
+        s = await stub.CreateSession(pb.CreateSessionRequest(domain=pb.MCP), metadata=md)
+        events = [e async for e in stub.StreamStep(
+            pb.StepRequest(session_id=s.session_id, action='{"tool": "x"}'), metadata=md)]
+        kinds = [e.WhichOneof("event") for e in events]
+        assert "restart" in kinds
+        after = kinds[kinds.index("restart") + 1:]
+        obs = "".join(e.observation_delta for e in events[kinds.index("restart") + 1:]
+                      if e.WhichOneof("event") == "observation_delta")
+        assert obs == "hello" and after[-1] == "final"
+        final = events[-1].final
+        assert final.observation == "hello" and final.reasoning == "fine"
+        assert final.usage.output_tokens == len(BAD) + len(GOOD)  # both attempts are metered
+        assert STRICT_SUFFIX not in backend.prompts[0] and STRICT_SUFFIX in backend.prompts[1]
+
+
+async def test_two_malformed_answers_fail_clearly_and_store_nothing(key_prefix, redis_url
+                                                                   ) -> None:  # type: ignore[no-untyped-def]
+    backend = ScriptedBackend([BAD])
+    async with running_gateway(settings(key_prefix), redis_url, backend) as gw, stub_for(gw) as stub:
+        md = auth(TEST_KEY)
+        s = await stub.CreateSession(pb.CreateSessionRequest(domain=pb.TERMINAL), metadata=md)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.Step(pb.StepRequest(session_id=s.session_id, action="ls"), metadata=md)
+        assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "no usable observation" in (info.value.details() or "")
+        got = await stub.GetSession(pb.GetSessionRequest(session_id=s.session_id), metadata=md)
+        assert got.turn_count == 0
+        assert len(backend.prompts) == 2
+
+
+async def test_concurrent_identical_steps_append_one_turn(key_prefix, redis_url) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    backend = ScriptedBackend([GOOD])
+    async with running_gateway(settings(key_prefix), redis_url, backend) as gw, stub_for(gw) as stub:
+        md = auth(TEST_KEY)
+        s = await stub.CreateSession(pb.CreateSessionRequest(domain=pb.TERMINAL), metadata=md)
+        req = pb.StepRequest(session_id=s.session_id, action="ls", expected_turn=0)
+        results = await asyncio.gather(*[stub.Step(req, metadata=md) for _ in range(8)])
+        assert {r.turn for r in results} == {1}
+        assert sum(not r.replayed for r in results) == 1
+        got = await stub.GetSession(pb.GetSessionRequest(session_id=s.session_id), metadata=md)
+        assert got.turn_count == 1
+        # different actions racing for the same turn: one wins, the others are ABORTED
+        others = [pb.StepRequest(session_id=s.session_id, action=f"echo {i}", expected_turn=1)
+                  for i in range(6)]
+        outcomes = await asyncio.gather(*[stub.Step(r, metadata=md) for r in others],
+                                        return_exceptions=True)
+        wins = [o for o in outcomes if isinstance(o, pb.StepResponse)]
+        aborted = [o for o in outcomes if isinstance(o, grpc.aio.AioRpcError)
+                   and o.code() == grpc.StatusCode.ABORTED]
+        assert len(wins) == 1 and len(aborted) == 5

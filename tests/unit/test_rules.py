@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from worldserve.sessions.records import Sampling, SessionRecord, TurnRecord
+from worldserve.sessions.rules import Verdict, admit
+
+
+def turn(action: str) -> TurnRecord:
+    return TurnRecord(action, "obs", "", 1, 2, 1, "m@1", "stop", 0.0)
+
+
+def test_apply_when_expected_matches_or_is_unset() -> None:
+    turns = [turn("ls")]
+    assert admit(turns, "pwd", 1, 10).verdict is Verdict.APPLY
+    assert admit(turns, "pwd", None, 10).verdict is Verdict.APPLY
+
+
+def test_retry_of_an_applied_step_replays_the_stored_turn() -> None:
+    turns = [turn("ls"), turn("cat a")]
+    verdict = admit(turns, "cat a", 1, 10)
+    assert verdict.verdict is Verdict.REPLAY
+    assert verdict.stored is turns[1] and verdict.stored_index == 2
+
+
+def test_mismatch_with_another_action_is_a_conflict() -> None:
+    turns = [turn("ls"), turn("cat a")]
+    assert admit(turns, "rm a", 1, 10).verdict is Verdict.CONFLICT
+    assert admit(turns, "ls", 5, 10).verdict is Verdict.CONFLICT  # from the future
+
+
+def test_turn_limit() -> None:
+    assert admit([turn("a"), turn("b")], "c", 2, 2).verdict is Verdict.LIMIT
+
+
+def test_records_round_trip_through_json() -> None:
+    record = SessionRecord("s_1", "t", "TERMINAL", "m@1", "task", "st", "sys",
+                           Sampling(0.0, 1.0, 64), 7, {}, {"a": "b"}, 60, 1.5)
+    assert SessionRecord.from_json(record.to_json()) == record
+    t = turn("ls")
+    assert TurnRecord.from_json(t.to_json()) == t
