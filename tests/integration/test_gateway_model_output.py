@@ -100,3 +100,37 @@ async def test_concurrent_identical_steps_append_one_turn(key_prefix, redis_url)
         aborted = [o for o in outcomes if isinstance(o, grpc.aio.AioRpcError)
                    and o.code() == grpc.StatusCode.ABORTED]
         assert len(wins) == 1 and len(aborted) == 5
+
+
+class SlowBackend(ScriptedBackend):
+    async def stream(self, request: Completion, timeout_s: float) -> AsyncIterator[Chunk]:
+        import asyncio
+
+        async for chunk in super().stream(request, timeout_s):
+            await asyncio.sleep(0.25)
+            yield chunk
+
+
+async def test_graceful_shutdown_lets_in_flight_streams_finish(key_prefix, redis_url) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from worldserve.gateway.server import build_gateway
+
+    gw = build_gateway(settings(key_prefix), redis_url, backend=SlowBackend([GOOD]))
+    await gw.start()
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{gw.port}") as channel:
+        from worldserve.v1 import simulator_pb2_grpc as pb_grpc
+
+        stub = pb_grpc.SimulatorStub(channel)
+        md = auth(TEST_KEY)
+        s = await stub.CreateSession(pb.CreateSessionRequest(domain=pb.TERMINAL), metadata=md)
+        call = stub.StreamStep(pb.StepRequest(session_id=s.session_id, action="ls"), metadata=md)
+        first = await call.read()  # the stream is in flight
+        assert first.WhichOneof("event") == "reasoning_delta"
+        stopping = asyncio.create_task(gw.stop(grace=5.0))
+        rest = []
+        while (event := await call.read()) is not grpc.aio.EOF:
+            rest.append(event)
+        await stopping
+        assert rest[-1].WhichOneof("event") == "final"
+        assert rest[-1].final.observation == "hello"

@@ -104,6 +104,8 @@ async def test_status_codes(make_settings, redis_url) -> None:  # type: ignore[n
 async def test_other_tenant_sees_not_found(make_settings, redis_url) -> None:  # type: ignore[no-untyped-def]
     async with running_gateway(make_settings(), redis_url) as gw, stub_for(gw) as stub:
         s = await stub.CreateSession(create_req(), metadata=auth(TEST_KEY))
+        mine = await stub.ListSessions(pb.ListSessionsRequest(page_size=500), metadata=auth(TEST_KEY))
+        assert s.session_id in {x.session_id for x in mine.sessions}
     settings_b = make_settings(dev_api_key=OTHER_KEY, dev_tenant="tenant-b")
     async with running_gateway(settings_b, redis_url) as gw_b, stub_for(gw_b) as stub_b:
         md = auth(OTHER_KEY)

@@ -18,10 +18,10 @@ TASK = "Inspect the files in the working directory and summarise them."
 ACTIONS = [
     "ls",
     "cat notes.txt",
-    "echo hello world > greet.txt",
-    "ls",
-    "cat greet.txt",
+    "echo hello world",
     "wc -l notes.txt",
+    "grep error notes.txt",
+    "cat missing.txt",
 ]
 
 
@@ -50,6 +50,8 @@ def run_episode(client: Client, console: Console, actions: list[str] | None = No
                 in_observation = False
             else:
                 result = event
+        if result is not None and not result.observation:
+            console.print(Text("(no output)", style="dim"), end="")
         console.print()
         assert result is not None
         u = result.usage

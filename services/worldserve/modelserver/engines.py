@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -172,9 +173,7 @@ class TransformersEngine:
 
     def _generator(self, seed: int | None) -> Any:
         g = self._torch.Generator(device=self.device)
-        g.manual_seed(seed if seed is not None else int.from_bytes(
-            threading.get_native_id().to_bytes(4, "little") + time.time_ns().to_bytes(8, "little")[:4],
-            "little"))
+        g.manual_seed(seed if seed is not None else secrets.randbits(63))
         return g
 
     def _sample(self, logits: Any, request: GenerationRequest, gen: Any) -> int:

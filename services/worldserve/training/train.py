@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 from worldserve.domains.chat import render_chat
@@ -37,10 +37,12 @@ def build_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL + MARKERS,
+        vocab_size=vocab_size, special_tokens=SPECIAL,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), min_frequency=2,
     )
     tok.train_from_iterator(texts, trainer)
+    # One token each, but not "special": decoding with skip_special_tokens must keep them.
+    tok.add_tokens([AddedToken(m, special=False, normalized=False) for m in MARKERS])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
         bos_token=None, unk_token=None, additional_special_tokens=SPECIAL[1:],
@@ -85,16 +87,30 @@ def batches(data: list[tuple[list[int], int]], batch_tokens: int, rng: random.Ra
     return out
 
 
-def collate(batch: list[tuple[list[int], int]], pad: int) -> tuple[torch.Tensor, ...]:
+def collate(batch: list[tuple[list[int], int]], pad: int, prompt_weight: float
+            ) -> tuple[torch.Tensor, ...]:
+    """Inputs, attention mask, and per-token loss weights: the answer counts fully, the prompt
+    (history, file listings, earlier observations) with ``prompt_weight`` — language-modelling
+    the whole transcript is what teaches a small model to copy names and contents."""
     n = max(len(ids) for ids, _ in batch)
     inp = torch.full((len(batch), n), pad, dtype=torch.long)
-    labels = torch.full((len(batch), n), -100, dtype=torch.long)
+    weights = torch.zeros((len(batch), n), dtype=torch.float)
     mask = torch.zeros((len(batch), n), dtype=torch.long)
     for i, (ids, start) in enumerate(batch):
         inp[i, : len(ids)] = torch.tensor(ids)
-        labels[i, start : len(ids)] = torch.tensor(ids[start:])
+        weights[i, : len(ids)] = prompt_weight
+        weights[i, start : len(ids)] = 1.0
         mask[i, : len(ids)] = 1
-    return inp, labels, mask
+    return inp, mask, weights
+
+
+def weighted_loss(logits: torch.Tensor, inp: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy, weighted per target token."""
+    losses = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), inp[:, 1:].reshape(-1),
+        reduction="none")
+    w = weights[:, 1:].reshape(-1)
+    return (losses * w).sum() / w.sum().clamp(min=1.0)
 
 
 @torch.no_grad()
@@ -126,6 +142,20 @@ def evaluate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, samples: 
     return report
 
 
+def reevaluate(out: Path, eval_samples: int) -> None:
+    tok = PreTrainedTokenizerFast.from_pretrained(out)
+    model = Qwen3MoeForCausalLM.from_pretrained(out)
+    held = [Sample(**json.loads(line)) for line in (out / "data" / "heldout.jsonl").open()]
+    report = evaluate(model, tok, held[:eval_samples])
+    path = out / "fidelity.json"
+    previous = json.loads(path.read_text()) if path.exists() else {}
+    keep = ("train_steps", "train_seconds", "parameters", "train_samples")
+    report.update({k: previous[k] for k in keep if k in previous})
+    report["eval_samples"] = min(len(held), eval_samples)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, default=Path("models/worldserve-tiny-moe"))
@@ -138,8 +168,15 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--max-len", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prompt-weight", type=float, default=0.25,
+                    help="loss weight of prompt tokens relative to answer tokens")
     ap.add_argument("--eval-samples", type=int, default=100)
+    ap.add_argument("--eval-only", action="store_true",
+                    help="re-evaluate the checkpoint in --out on its held-out data")
     args = ap.parse_args()
+    if args.eval_only:
+        reevaluate(args.out, args.eval_samples)
+        return
 
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
@@ -175,8 +212,9 @@ def main() -> None:
             for g in opt.param_groups:
                 g["lr"] = lr
             model.train()
-            inp, labels, mask = collate(batch, tok.pad_token_id)
-            loss = model(input_ids=inp, attention_mask=mask, labels=labels).loss
+            inp, mask, weights = collate(batch, tok.pad_token_id, args.prompt_weight)
+            logits = model(input_ids=inp, attention_mask=mask).logits
+            loss = weighted_loss(logits, inp, weights)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -1,0 +1,57 @@
+"""`worldserve up` then `worldserve demo` as a user runs them; Ctrl-C stops everything."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from worldserve.dev.services import free_port, port_open
+
+pytestmark = pytest.mark.integration
+BIN = Path(sys.executable).parent / "worldserve"
+
+
+def test_up_demo_and_ctrl_c(tmp_path: Path, redis_url: str) -> None:
+    ports = {name: free_port() for name in ("GATEWAY_PORT", "TRITON_HTTP_PORT",
+                                            "TRITON_METRICS_PORT", "GRPC")}
+    env = dict(os.environ, WORLDSERVE_GATEWAY_PORT=str(ports["GATEWAY_PORT"]),
+               WORLDSERVE_TRITON_HTTP_PORT=str(ports["TRITON_HTTP_PORT"]),
+               WORLDSERVE_TRITON_METRICS_PORT=str(ports["TRITON_METRICS_PORT"]),
+               WORLDSERVE_TRITON_URL=f"127.0.0.1:{ports['GRPC']}",
+               WORLDSERVE_REDIS_URL=redis_url, WORLDSERVE_DATABASE_URL="postgresql://unused/db",
+               WORLDSERVE_DEV_API_KEY="cli-test-key", COLUMNS="100")
+    log = open(tmp_path / "up.log", "wb")  # noqa: SIM115 - the child writes it while we read
+    up = subprocess.Popen([str(BIN), "up", "--state-dir", str(tmp_path / "state")], env=env,
+                          stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while "press Ctrl-C" not in (tmp_path / "up.log").read_text(errors="replace"):
+            assert up.poll() is None, (tmp_path / "up.log").read_text()
+            assert time.monotonic() < deadline, "stack did not come up"
+            time.sleep(0.5)
+        printed = (tmp_path / "up.log").read_text()
+        assert "cli-test-key" in printed and str(ports["GATEWAY_PORT"]) in printed
+        demo = subprocess.run([str(BIN), "demo"], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert demo.returncode == 0, demo.stdout + demo.stderr
+        for n in (1, 2, 3):
+            assert f"Turn {n}" in demo.stdout
+        assert "6 turns simulated" in demo.stdout
+        assert "empty observation" not in demo.stdout
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.wait(60)
+        log.close()
+    assert up.returncode == 0, (tmp_path / "up.log").read_text()
+    assert "stopped" in (tmp_path / "up.log").read_text()
+    for port in ports.values():
+        assert not port_open("127.0.0.1", port), f"port {port} still open after Ctrl-C"
+    leftovers = subprocess.run(["pgrep", "-f", f"grpc-port {ports['GRPC']}"],
+                               capture_output=True, text=True)
+    assert leftovers.stdout.strip() == "", "tritonserver outlived `worldserve up`"
