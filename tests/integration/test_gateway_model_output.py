@@ -134,3 +134,25 @@ async def test_graceful_shutdown_lets_in_flight_streams_finish(key_prefix, redis
         await stopping
         assert rest[-1].WhichOneof("event") == "final"
         assert rest[-1].final.observation == "hello"
+
+
+async def test_idle_sessions_expire_and_steps_refresh_the_ttl(key_prefix, redis_url) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    backend = ScriptedBackend([GOOD])
+    async with running_gateway(settings(key_prefix), redis_url, backend) as gw, stub_for(gw) as stub:
+        md = auth(TEST_KEY)
+        s = await stub.CreateSession(pb.CreateSessionRequest(domain=pb.TERMINAL, ttl_seconds=2),
+                                     metadata=md)
+        assert s.ttl_seconds == 2
+        await asyncio.sleep(1.2)
+        await stub.Step(pb.StepRequest(session_id=s.session_id, action="ls"), metadata=md)
+        await asyncio.sleep(1.2)  # 2.4 s after creation, 1.2 s after the step: still alive
+        got = await stub.GetSession(pb.GetSessionRequest(session_id=s.session_id), metadata=md)
+        assert got.turn_count == 1
+        await asyncio.sleep(2.3)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.GetSession(pb.GetSessionRequest(session_id=s.session_id), metadata=md)
+        assert info.value.code() == grpc.StatusCode.NOT_FOUND
+        listed = await stub.ListSessions(pb.ListSessionsRequest(), metadata=md)
+        assert s.session_id not in {x.session_id for x in listed.sessions}

@@ -12,16 +12,16 @@ from worldserve.sdk import Client, ObservationDelta, ReasoningDelta, Restart, St
 
 INITIAL_STATE = (
     "Working directory /tmp/worldserve-sandbox/home/agent contains: notes.txt, todo.md\n"
-    "--- notes.txt ---\nalpha beta\nerror in config\n--- todo.md ---\nwrite report"
+    "--- notes.txt ---\nalpha beta\nerror config\n--- todo.md ---\nreport done"
 )
 TASK = "Inspect the files in the working directory and summarise them."
 ACTIONS = [
     "ls",
     "cat notes.txt",
-    "echo hello world",
     "wc -l notes.txt",
-    "grep error notes.txt",
+    "pwd",
     "cat missing.txt",
+    'python3 -c "print(6*7)"',
 ]
 
 

@@ -98,9 +98,9 @@ def demo(
     try:
         with Client(address, api_key=key) as client:
             results = run_episode(client, console)
-        empty = [r.turn for r in results if not r.observation.strip()]
-        console.print(f"[bold]{len(results)} turns simulated[/]"
-                      + (f"; turns with an empty observation: {empty}" if empty else ""))
+        filled = sum(bool(r.observation.strip()) for r in results)
+        console.print(f"[bold]{len(results)} turns simulated, {filled} with a non-empty "
+                      "observation[/]")
     except WorldserveError as exc:
         console.print(f"[red]demo failed:[/] {type(exc).__name__}: {exc}")
         raise typer.Exit(1) from exc

@@ -92,30 +92,16 @@ def build_messages(
     shown_from = max(0, len(history) - max(window, 0))
     summary = _omitted_summary(history[:shown_from]) if shown_from else ""
     first_shown = shown_from + 1
+
+    def user(number: int, action: str, state: str) -> dict[str, str]:
+        return {"role": "user", "content": action_prompt(
+            number, prompt.task_instruction, _context(number, first_shown, summary),
+            _state(number, prompt.initial_state, state), action)}
+
     messages = [{"role": "system", "content": system}]
     for index in range(shown_from, len(history)):
         turn = history[index]
-        number = index + 1
-        messages.append({
-            "role": "user",
-            "content": action_prompt(
-                number,
-                prompt.task_instruction,
-                _context(number, first_shown, summary),
-                _state(number, prompt.initial_state, turn.current_state),
-                turn.action,
-            ),
-        })
+        messages.append(user(index + 1, turn.action, turn.current_state))
         messages.append({"role": "assistant", "content": observation_message(turn.observation)})
-    number = len(history) + 1
-    messages.append({
-        "role": "user",
-        "content": action_prompt(
-            number,
-            prompt.task_instruction,
-            _context(number, first_shown, summary),
-            _state(number, prompt.initial_state, prompt.current_state),
-            prompt.action,
-        ),
-    })
+    messages.append(user(len(history) + 1, prompt.action, prompt.current_state))
     return messages

@@ -164,7 +164,7 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=22.0, help="training time budget")
     ap.add_argument("--max-steps", type=int, default=100000)
     ap.add_argument("--vocab", type=int, default=2048)
-    ap.add_argument("--batch-tokens", type=int, default=6144)
+    ap.add_argument("--batch-tokens", type=int, default=2048)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--max-len", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
