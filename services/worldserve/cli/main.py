@@ -59,7 +59,10 @@ def up(state_dir: Path = typer.Option(STATE_DIR, help="Where bundled services ke
     settings, generated = _settings_with_key()
     stack = _start_stack(settings, state_dir)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # Explicit handlers: a process started in the background inherits SIGINT as *ignored*, and
+    # Python then never raises KeyboardInterrupt.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     try:
         _print_endpoints(stack, generated)
         console.print("press Ctrl-C to stop")
@@ -69,8 +72,6 @@ def up(state_dir: Path = typer.Option(STATE_DIR, help="Where bundled services ke
                     console.print(f"[red]{child.name} exited[/]:\n{child.tail()}")
                     stop.set()
             stop.wait(1.0)
-    except KeyboardInterrupt:
-        pass
     finally:
         with console.status("stopping"):
             stack.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import hmac
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -70,8 +71,6 @@ def _rewrap(handler: grpc.RpcMethodHandler, wrap: Callable[[Any], Any]) -> grpc.
 
 
 def _is_streaming(behavior: Any) -> bool:
-    import inspect
-
     return inspect.isasyncgenfunction(behavior)
 
 

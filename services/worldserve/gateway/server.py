@@ -43,6 +43,7 @@ class Gateway:
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     async def start(self) -> None:
+        await self._update_health()  # health answers for the service from the first RPC on
         await self.server.start()
         self._tasks.append(asyncio.create_task(self._watch_health()))
 
@@ -56,15 +57,18 @@ class Gateway:
         if aclose is not None:
             await aclose()
 
+    async def _update_health(self) -> None:
+        ok = False
+        with contextlib.suppress(Exception):
+            ok = await self.store.ping() and await self.backend.ready()
+        status = (health_pb2.HealthCheckResponse.SERVING if ok
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.health.set(SERVICE, status)
+
     async def _watch_health(self, period_s: float = 5.0) -> None:
         while True:
-            ok = False
-            with contextlib.suppress(Exception):
-                ok = await self.store.ping() and await self.backend.ready()
-            status = (health_pb2.HealthCheckResponse.SERVING if ok
-                      else health_pb2.HealthCheckResponse.NOT_SERVING)
-            await self.health.set(SERVICE, status)
             await asyncio.sleep(period_s)
+            await self._update_health()
 
 
 def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None = None,

@@ -158,9 +158,7 @@ class Simulator:
         loaded = await self.store.load(tenant, session_id, with_turns)
         if loaded is None:
             raise NotFound(f"session {session_id} not found")
-        record, turns = loaded
-        count = len(turns) if with_turns else await self.store.turn_count(tenant, session_id)
-        return record, turns, count
+        return loaded.record, loaded.turns, loaded.turn_count
 
     async def list_sessions(self, tenant: str, offset: int, count: int
                             ) -> tuple[list[tuple[SessionRecord, int]], int | None]:
@@ -169,8 +167,8 @@ class Simulator:
         out = []
         for sid in ids[:count]:
             loaded = await self.store.load(tenant, sid, with_turns=False)
-            if loaded is not None:
-                out.append((loaded[0], await self.store.turn_count(tenant, sid)))
+            if loaded is not None:  # expired between the index read and this load
+                out.append((loaded.record, loaded.turn_count))
         return out, (offset + count if more else None)
 
     async def close_session(self, tenant: str, session_id: str) -> int:
@@ -214,7 +212,7 @@ class Simulator:
         loaded = await self.store.load(tenant, step.session_id)
         if loaded is None:
             raise NotFound(f"session {step.session_id} not found")
-        record, turns = loaded
+        record, turns = loaded.record, loaded.turns
         max_turns = self.settings.max_turns_per_session
         verdict = admit(turns, step.action, step.expected_turn, max_turns)
         if verdict.verdict is Verdict.REPLAY:

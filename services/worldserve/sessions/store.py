@@ -54,6 +54,13 @@ return {'ok', tostring(n + 1)}
 
 
 @dataclass(frozen=True, slots=True)
+class LoadedSession:
+    record: SessionRecord
+    turns: list[TurnRecord]  # empty unless asked for
+    turn_count: int
+
+
+@dataclass(frozen=True, slots=True)
 class CommitResult:
     outcome: str  # ok | replay | conflict | limit | missing
     turn_count: int = 0
@@ -64,8 +71,7 @@ class SessionStore(Protocol):
     async def admit(self, tenant: str, session_id: str, ttl: int, limit: int) -> bool: ...
     async def put(self, record: SessionRecord) -> None: ...
     async def load(self, tenant: str, session_id: str, with_turns: bool = True
-                   ) -> tuple[SessionRecord, list[TurnRecord]] | None: ...
-    async def turn_count(self, tenant: str, session_id: str) -> int: ...
+                   ) -> LoadedSession | None: ...
     async def commit(self, record: SessionRecord, turn: TurnRecord, expected: int | None,
                      max_turns: int) -> CommitResult: ...
     async def list_ids(self, tenant: str, offset: int, count: int) -> list[str]: ...
@@ -113,7 +119,8 @@ class RedisSessionStore:
         await _guard(lambda: self._r.set(meta, record.to_json(), ex=record.ttl_seconds))
 
     async def load(self, tenant: str, session_id: str, with_turns: bool = True
-                   ) -> tuple[SessionRecord, list[TurnRecord]] | None:
+                   ) -> LoadedSession | None:
+        """Metadata with the turns (or only their count), in one round trip."""
         meta, turns = self._keys(tenant, session_id)
 
         async def run() -> list[Any]:
@@ -130,12 +137,9 @@ class RedisSessionStore:
             return None
         record = SessionRecord.from_json(raw_meta)
         if not with_turns:
-            return record, []
-        return record, [TurnRecord.from_json(t) for t in raw_turns]
-
-    async def turn_count(self, tenant: str, session_id: str) -> int:
-        _, turns = self._keys(tenant, session_id)
-        return int(await _guard(lambda: self._r.llen(turns)))
+            return LoadedSession(record, [], int(raw_turns))
+        parsed = [TurnRecord.from_json(t) for t in raw_turns]
+        return LoadedSession(record, parsed, len(parsed))
 
     async def commit(self, record: SessionRecord, turn: TurnRecord, expected: int | None,
                      max_turns: int) -> CommitResult:
