@@ -156,3 +156,25 @@ async def test_idle_sessions_expire_and_steps_refresh_the_ttl(key_prefix, redis_
         assert info.value.code() == grpc.StatusCode.NOT_FOUND
         listed = await stub.ListSessions(pb.ListSessionsRequest(), metadata=md)
         assert s.session_id not in {x.session_id for x in listed.sessions}
+
+
+async def test_reasoning_budget_forces_the_observation(key_prefix, redis_url) -> None:  # type: ignore[no-untyped-def]
+    long_thought = ["<think>\n", "a ", "b ", "c ", "d ", "e\n</think>\n\n<predicted_observation>\n",
+                    "late\n</predicted_observation>"]
+    backend = ScriptedBackend([long_thought, ["forced\n</predicted_observation>"]])
+    async with running_gateway(settings(key_prefix), redis_url, backend) as gw, stub_for(gw) as stub:
+        md = auth(TEST_KEY)
+        s = await stub.CreateSession(pb.CreateSessionRequest(
+            domain=pb.TERMINAL, sampling=pb.SamplingParams(reasoning_budget=3, max_tokens=50)),
+            metadata=md)
+        events = [e async for e in stub.StreamStep(
+            pb.StepRequest(session_id=s.session_id, action="ls"), metadata=md)]
+        final = events[-1].final
+        assert final.reasoning == "a b" and final.observation == "forced"
+        assert final.usage.reasoning_tokens == 3 and final.usage.output_tokens == 4
+        assert final.usage.input_tokens == 20  # two backend calls of 10 prompt tokens
+        assert backend.prompts[1].startswith(backend.prompts[0])
+        assert backend.prompts[1].endswith("a b \n</think>\n\n<predicted_observation>\n")
+        streamed = "".join(e.observation_delta for e in events
+                           if e.WhichOneof("event") == "observation_delta")
+        assert streamed == "forced"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,7 +25,7 @@ class Completion:
 
 
 class Backend(Protocol):
-    def stream(self, request: Completion, timeout_s: float) -> AsyncIterator[Chunk]:
+    def stream(self, request: Completion, timeout_s: float) -> AsyncGenerator[Chunk, None]:
         """Chunks of the completion; raises BackendUnavailable / DeadlineExceeded."""
 
     async def ready(self) -> bool: ...

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import grpc
@@ -60,7 +60,7 @@ class TritonBackend:
         except InferenceServerException:
             return False
 
-    async def stream(self, request: Completion, timeout_s: float) -> AsyncIterator[Chunk]:
+    async def stream(self, request: Completion, timeout_s: float) -> AsyncGenerator[Chunk, None]:
         inputs = build_inputs(request)
 
         async def requests() -> AsyncIterator[dict[str, Any]]:

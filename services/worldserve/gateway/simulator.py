@@ -5,16 +5,23 @@ The servicer converts protobuf to these calls; everything here raises the projec
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from worldserve.backends.base import Backend, Completion
+from worldserve.backends.base import Backend, Chunk, Completion
 from worldserve.domains.chat import render_chat
 from worldserve.domains.parsing import MalformedCompletion, Part, StreamSplitter, parse_completion
-from worldserve.domains.rendering import PastTurn, PromptInput, build_messages
+from worldserve.domains.rendering import (
+    OBS_OPEN,
+    THINK_CLOSE,
+    PastTurn,
+    PromptInput,
+    build_messages,
+)
 from worldserve.domains.templates import Domain, system_prompt
 from worldserve.errors import (
     Aborted,
@@ -83,6 +90,29 @@ class ModelTarget:
 
     version: str
     chat_template: str
+
+
+@dataclass(slots=True)
+class _Meter:
+    """Token use of one step, over every backend call it made (retries are paid for too)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    finish: str = ""
+    _call_input: int = 0
+
+    def start_call(self) -> None:
+        self._call_input = 0
+
+    def add(self, chunk: Chunk, reasoning: bool) -> None:
+        if chunk.num_input_tokens > self._call_input:  # reported per call, on every chunk
+            self.input_tokens += chunk.num_input_tokens - self._call_input
+            self._call_input = chunk.num_input_tokens
+        self.output_tokens += chunk.num_output_tokens
+        if reasoning:
+            self.reasoning_tokens += chunk.num_output_tokens
+        self.finish = chunk.finish_reason or self.finish
 
 
 def _utf8_len(text: str) -> int:
@@ -205,6 +235,45 @@ class Simulator:
             return None
         return (record.seed * 1_000_003 + turn_number) % (2**31 - 1)
 
+    async def _generate(self, prompt: str, sampling: Sampling, seed: int | None, deadline: float,
+                        meter: _Meter, text: list[str]) -> AsyncIterator[Delta]:
+        """One attempt: stream the completion into ``text``, yielding deltas.
+
+        With a reasoning budget, reasoning that reaches it is cut: the stream is dropped and the
+        model is asked to continue from its reasoning plus a forced ``</think>`` and observation
+        opening (budget forcing), so the observation still comes.
+        """
+        splitter = StreamSplitter()
+        budget = sampling.reasoning_budget
+        request = Completion(prompt, sampling.max_tokens, sampling.temperature, sampling.top_p,
+                             seed)
+        reasoning_here = 0
+        for _ in range(2):
+            forced = False
+            meter.start_call()
+            stream = self.backend.stream(request, max(deadline - time.monotonic(), 0.001))
+            async with contextlib.aclosing(stream):  # leaving early cancels the backend call
+                async for chunk in stream:
+                    text.append(chunk.text)
+                    before_observation = not splitter.in_observation
+                    meter.add(chunk, before_observation)
+                    for part, delta in splitter.feed(chunk.text):
+                        yield Delta(part, delta)
+                    if before_observation:
+                        reasoning_here += chunk.num_output_tokens
+                        if budget and reasoning_here >= budget and not splitter.in_observation:
+                            forced = True
+                            break
+            if not forced:
+                return
+            suffix = f"\n{THINK_CLOSE}\n\n{OBS_OPEN}\n"
+            text.append(suffix)
+            for part, delta in splitter.feed(suffix):
+                yield Delta(part, delta)
+            remaining = sampling.max_tokens - reasoning_here
+            request = Completion(prompt + "".join(text), max(remaining, 1), sampling.temperature,
+                                 sampling.top_p, seed)
+
     async def step(self, tenant: str, step: StepInput, timeout_s: float | None
                    ) -> AsyncIterator[StepEvent]:
         """Deltas while the model writes, then the StepResult (stored, or replayed)."""
@@ -228,26 +297,15 @@ class Simulator:
         deadline = time.monotonic() + (timeout_s or self.settings.step_timeout_s)
         seed = self._seed(record, len(turns) + 1)
         sampling = record.sampling
-        totals = [0, 0, 0]  # input, output, reasoning tokens over all attempts
-        finish = ""
+        meter = _Meter()
         parsed = None
         for attempt in range(2):
             if attempt:
                 yield Restart("the model's answer had no complete observation; retrying")
-            completion = Completion(self._prompt(record, turns, step, strict=attempt > 0),
-                                    sampling.max_tokens, sampling.temperature, sampling.top_p, seed)
-            splitter, text = StreamSplitter(), []
-            async for chunk in self.backend.stream(completion, max(deadline - time.monotonic(),
-                                                                   0.001)):
-                text.append(chunk.text)
-                totals[0] = max(totals[0], chunk.num_input_tokens)
-                totals[1] += chunk.num_output_tokens
-                before_observation = not splitter.in_observation
-                for part, delta in splitter.feed(chunk.text):
-                    yield Delta(part, delta)
-                if before_observation:
-                    totals[2] += chunk.num_output_tokens
-                finish = chunk.finish_reason or finish
+            prompt = self._prompt(record, turns, step, strict=attempt > 0)
+            text: list[str] = []
+            async for delta in self._generate(prompt, sampling, seed, deadline, meter, text):
+                yield delta
             try:
                 parsed = parse_completion("".join(text))
                 break
@@ -255,11 +313,13 @@ class Simulator:
                 problem = str(exc)
         if parsed is None:
             raise ModelOutputError(f"the world model gave no usable observation twice ({problem}, "
-                                   f"finish_reason={finish or 'unknown'}); the turn was not stored")
+                                   f"finish_reason={meter.finish or 'unknown'}); the turn was not "
+                                   "stored")
         turn = TurnRecord(
             action=step.action, observation=parsed.observation, reasoning=parsed.reasoning,
-            input_tokens=totals[0], output_tokens=totals[1], reasoning_tokens=totals[2],
-            model_version=record.model_version, finish_reason=finish or "stop",
+            input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
+            reasoning_tokens=meter.reasoning_tokens,
+            model_version=record.model_version, finish_reason=meter.finish or "stop",
             created_at=time.time(), current_state=step.current_state, seed=seed,
             sampling={"temperature": sampling.temperature, "top_p": sampling.top_p,
                       "max_tokens": sampling.max_tokens},

@@ -51,9 +51,11 @@ def translate(exc: grpc.RpcError) -> errors.WorldserveError:
     return err
 
 
-def sampling(temperature: float | None, top_p: float | None, max_tokens: int | None
-             ) -> pb.SamplingParams:
+def sampling(temperature: float | None, top_p: float | None, max_tokens: int | None,
+             reasoning_budget: int | None = None) -> pb.SamplingParams:
     msg = pb.SamplingParams()
+    if reasoning_budget is not None:
+        msg.reasoning_budget = reasoning_budget
     if temperature is not None:
         msg.temperature = temperature
     if top_p is not None:
@@ -72,7 +74,8 @@ def create_request(domain: str, **kw: Any) -> pb.CreateSessionRequest:
         domain=domain_value, model=kw.get("model") or "",
         task_instruction=kw.get("task_instruction") or "",
         initial_state=kw.get("initial_state") or "",
-        sampling=sampling(kw.get("temperature"), kw.get("top_p"), kw.get("max_tokens")),
+        sampling=sampling(kw.get("temperature"), kw.get("top_p"), kw.get("max_tokens"),
+                          kw.get("reasoning_budget")),
         labels=kw.get("labels") or {}, ttl_seconds=kw.get("ttl_seconds") or 0,
     )
     if kw.get("system_prompt") is not None:

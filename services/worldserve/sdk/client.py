@@ -50,13 +50,14 @@ class Client:
     def create_session(self, domain: str, *, task_instruction: str = "", initial_state: str = "",
                        model: str = "", system_prompt: str | None = None,
                        temperature: float | None = None, top_p: float | None = None,
-                       max_tokens: int | None = None, seed: int | None = None,
-                       labels: dict[str, str] | None = None, ttl_seconds: int = 0
-                       ) -> SessionInfo:
+                       max_tokens: int | None = None, reasoning_budget: int | None = None,
+                       seed: int | None = None, labels: dict[str, str] | None = None,
+                       ttl_seconds: int = 0) -> SessionInfo:
         req = cv.create_request(domain, task_instruction=task_instruction,
                                 initial_state=initial_state, model=model,
                                 system_prompt=system_prompt, temperature=temperature,
-                                top_p=top_p, max_tokens=max_tokens, seed=seed, labels=labels,
+                                top_p=top_p, max_tokens=max_tokens,
+                                reasoning_budget=reasoning_budget, seed=seed, labels=labels,
                                 ttl_seconds=ttl_seconds)
         return cv.session_info(self._call(self._stub.CreateSession, req, None))
 
@@ -113,12 +114,14 @@ class AsyncClient:
                              initial_state: str = "", model: str = "",
                              system_prompt: str | None = None, temperature: float | None = None,
                              top_p: float | None = None, max_tokens: int | None = None,
-                             seed: int | None = None, labels: dict[str, str] | None = None,
+                             reasoning_budget: int | None = None, seed: int | None = None,
+                             labels: dict[str, str] | None = None,
                              ttl_seconds: int = 0) -> SessionInfo:
         req = cv.create_request(domain, task_instruction=task_instruction,
                                 initial_state=initial_state, model=model,
                                 system_prompt=system_prompt, temperature=temperature,
-                                top_p=top_p, max_tokens=max_tokens, seed=seed, labels=labels,
+                                top_p=top_p, max_tokens=max_tokens,
+                                reasoning_budget=reasoning_budget, seed=seed, labels=labels,
                                 ttl_seconds=ttl_seconds)
         return cv.session_info(await self._call(self._stub.CreateSession, req, None))
 
