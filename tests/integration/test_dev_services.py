@@ -46,3 +46,14 @@ def test_configured_urls_win_and_nothing_is_started(tmp_path: Path) -> None:
     assert isinstance(services, Services) and not services.started
     assert services.redis_url == settings.redis_url
     assert services.database_url == settings.database_url
+    assert services.describe() == [("Redis", settings.redis_url, "existing"),
+                                   ("PostgreSQL", settings.database_url, "existing")]
+
+
+def test_bundled_services_are_described_and_stopped(tmp_path: Path) -> None:
+    redis_server = BundledRedis(tmp_path / "r").start()
+    services = Services(redis_server.url, "postgresql://u@example.invalid/db", [redis_server])
+    assert services.describe()[0] == ("Redis", redis_server.url, "bundled")
+    assert services.describe()[1][2] == "existing"
+    services.stop()
+    assert redis_server.process is not None and redis_server.process.poll() is not None

@@ -112,12 +112,13 @@ class Services:
     started: list[Any] = field(default_factory=list)
 
     def describe(self) -> list[tuple[str, str, str]]:
-        bundled = {type(s).__name__ for s in self.started}
-        return [
-            ("Redis", self.redis_url, "bundled" if "BundledRedis" in bundled else "existing"),
-            ("PostgreSQL", self.database_url,
-             "bundled" if "BundledPostgres" in bundled else "existing"),
-        ]
+        """(service, URL, 'bundled' or 'existing') rows for the endpoint table."""
+
+        def how(kind: type) -> str:
+            return "bundled" if any(isinstance(s, kind) for s in self.started) else "existing"
+
+        return [("Redis", self.redis_url, how(BundledRedis)),
+                ("PostgreSQL", self.database_url, how(BundledPostgres))]
 
     def stop(self) -> None:
         for service in reversed(self.started):
