@@ -247,7 +247,7 @@ class Simulator:
         budget = sampling.reasoning_budget
         request = Completion(prompt, sampling.max_tokens, sampling.temperature, sampling.top_p,
                              seed)
-        reasoning_here = 0
+        reasoning_before = meter.reasoning_tokens  # the budget is per attempt
         for _ in range(2):
             forced = False
             meter.start_call()
@@ -259,18 +259,18 @@ class Simulator:
                     meter.add(chunk, before_observation)
                     for part, delta in splitter.feed(chunk.text):
                         yield Delta(part, delta)
-                    if before_observation:
-                        reasoning_here += chunk.num_output_tokens
-                        if budget and reasoning_here >= budget and not splitter.in_observation:
-                            forced = True
-                            break
+                    reasoning_here = meter.reasoning_tokens - reasoning_before
+                    if (budget and before_observation and reasoning_here >= budget
+                            and not splitter.in_observation):
+                        forced = True
+                        break
             if not forced:
                 return
             suffix = f"\n{THINK_CLOSE}\n\n{OBS_OPEN}\n"
             text.append(suffix)
             for part, delta in splitter.feed(suffix):
                 yield Delta(part, delta)
-            remaining = sampling.max_tokens - reasoning_here
+            remaining = sampling.max_tokens - (meter.reasoning_tokens - reasoning_before)
             request = Completion(prompt + "".join(text), max(remaining, 1), sampling.temperature,
                                  sampling.top_p, seed)
 
