@@ -36,6 +36,36 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A fresh, migrated database of this run on a real PostgreSQL (existing or bundled)."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    from worldserve.db import migrate
+    from worldserve.db.urls import libpq_url
+    from worldserve.dev.services import BundledPostgres, resolve_database_url
+
+    bundled = None
+    try:
+        server_url = resolve_database_url(_env_settings())
+    except RuntimeError:
+        bundled = BundledPostgres(tmp_path_factory.mktemp("postgres")).start()
+        server_url = bundled.url
+    name = f"wstest_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        migrate.upgrade(url)
+        yield url
+    finally:
+        with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        if bundled is not None:
+            bundled.stop()
+
+
+@pytest.fixture(scope="session")
 def key_prefix(redis_url: str) -> Iterator[str]:
     """A key prefix of this run alone; its keys are deleted afterwards."""
     import redis

@@ -5,11 +5,13 @@
     ├── Unauthenticated      UNAUTHENTICATED
     ├── PermissionDenied     PERMISSION_DENIED
     ├── NotFound             NOT_FOUND (also for another tenant's session)
+    ├── AlreadyExists        ALREADY_EXISTS (a tenant id taken)
     ├── Aborted              ABORTED (expected_turn mismatch)
     ├── ResourceExhausted    RESOURCE_EXHAUSTED (+ QuotaFailure, retry delay)
     ├── Unavailable          UNAVAILABLE
     │   ├── BackendUnavailable
     │   ├── StoreUnavailable
+    │   ├── DatabaseUnavailable
     │   └── ModelOutputError (no usable observation after one retry)
     └── DeadlineExceeded     DEADLINE_EXCEEDED
 """
@@ -37,6 +39,10 @@ class NotFound(WorldserveError):
     pass
 
 
+class AlreadyExists(WorldserveError):
+    pass
+
+
 class Aborted(WorldserveError):
     pass
 
@@ -61,6 +67,10 @@ class StoreUnavailable(Unavailable):
 
 
 class ModelOutputError(Unavailable):
+    pass
+
+
+class DatabaseUnavailable(Unavailable):
     pass
 
 

@@ -29,6 +29,16 @@ class Settings(BaseSettings):
         None, description="Bearer key of the dev tenant; `worldserve up` generates one if unset."
     )
     dev_tenant: str = Field("dev", description="Tenant id that the dev key authenticates as.")
+    admin_api_key: str | None = Field(
+        None, description="Admin-role key that `worldserve up` registers; generated if unset."
+    )
+    api_key: str | None = Field(
+        None, description="Key the CLI's client commands send (admin, usage); else the dev key."
+    )
+    auth_cache_ttl_s: float = Field(
+        4.0, description="How long a key lookup or quota is cached: a revoked key is refused "
+        "within this (+ one query) time."
+    )
 
     # --- state ---
     redis_url: str | None = Field(
@@ -45,7 +55,22 @@ class Settings(BaseSettings):
     max_action_bytes: int = Field(16 * 1024, description="Largest action, in UTF-8 bytes.")
     max_state_bytes: int = Field(64 * 1024, description="Largest initial/current state.")
     max_turns_per_session: int = Field(256, description="Steps beyond this are refused.")
-    max_sessions_per_tenant: int = Field(1000, description="Open sessions a tenant may hold.")
+    max_sessions_per_tenant: int = Field(
+        1000, description="Default concurrent-session quota (a tenant's quota overrides it)."
+    )
+    max_inflight_steps_per_tenant: int | None = Field(
+        64, description="Default quota of steps running at once per tenant; None = no limit."
+    )
+    tokens_per_minute_per_tenant: int | None = Field(
+        None, description="Default tokens-per-minute quota; None = no limit."
+    )
+    monthly_token_budget_per_tenant: int | None = Field(
+        None, description="Default monthly token budget; None = no limit."
+    )
+    reserve_bytes_per_token: float = Field(
+        1.0, description="Prompt bytes counted as one token when reserving budget before a step "
+        "(1 = an upper bound for byte-level BPE: no undershoot)."
+    )
     allowed_domains: list[str] = Field(
         ["MCP", "SEARCH", "TERMINAL", "SWE", "WEB", "OS", "ANDROID"],
         description="Domains this deployment simulates; others get PERMISSION_DENIED.",
@@ -54,6 +79,14 @@ class Settings(BaseSettings):
     history_window_turns: int = Field(
         4, description="Turns replayed verbatim in the prompt; older ones are summarised."
     )
+
+    # --- accounting worker ---
+    usage_batch_size: int = Field(2000, description="Usage events read and inserted per batch.")
+    usage_block_ms: int = Field(1000, description="How long one stream read waits for events.")
+    usage_claim_idle_s: float = Field(
+        30.0, description="A consumer's unacknowledged events are taken over after this idle time."
+    )
+    worker_name: str = Field("", description="Consumer name in the group; empty = host-pid.")
 
     # --- model backend ---
     triton_url: str = Field("127.0.0.1:8001", description="Triton gRPC endpoint (host:port).")

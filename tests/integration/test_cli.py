@@ -18,14 +18,14 @@ pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent / "worldserve"
 
 
-def test_up_demo_and_ctrl_c(tmp_path: Path, redis_url: str) -> None:
+def test_up_demo_and_ctrl_c(tmp_path: Path, redis_url: str, database_url: str) -> None:
     ports = {name: free_port() for name in ("GATEWAY_PORT", "TRITON_HTTP_PORT",
                                             "TRITON_METRICS_PORT", "GRPC")}
     env = dict(os.environ, WORLDSERVE_GATEWAY_PORT=str(ports["GATEWAY_PORT"]),
                WORLDSERVE_TRITON_HTTP_PORT=str(ports["TRITON_HTTP_PORT"]),
                WORLDSERVE_TRITON_METRICS_PORT=str(ports["TRITON_METRICS_PORT"]),
                WORLDSERVE_TRITON_URL=f"127.0.0.1:{ports['GRPC']}",
-               WORLDSERVE_REDIS_URL=redis_url, WORLDSERVE_DATABASE_URL="postgresql://unused/db",
+               WORLDSERVE_REDIS_URL=redis_url, WORLDSERVE_DATABASE_URL=database_url,
                WORLDSERVE_DEV_API_KEY="cli-test-key", COLUMNS="100")
     log = open(tmp_path / "up.log", "wb")  # noqa: SIM115 - the child writes it while we read
     up = subprocess.Popen([str(BIN), "up", "--state-dir", str(tmp_path / "state")], env=env,

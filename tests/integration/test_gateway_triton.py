@@ -143,7 +143,7 @@ async def test_limits_answer_resource_exhausted_with_quota_failure(make_settings
         assert "google.rpc.QuotaFailure" in kinds and "google.rpc.RetryInfo" in kinds
         failure = error_details_pb2.QuotaFailure()
         next(d for d in status.details if d.Is(failure.DESCRIPTOR)).Unpack(failure)
-        assert failure.violations[0].subject == "tenant:tenant-limits:sessions"
+        assert failure.violations[0].subject == "tenant:tenant-limits:max_sessions"
         # closing frees a slot
         await stub.CloseSession(pb.CloseSessionRequest(session_id=first.session_id), metadata=md)
         third = await stub.CreateSession(create_req(), metadata=md)

@@ -21,10 +21,14 @@ STATE_DIR = Path(".worldserve")
 
 
 def _settings_with_key() -> tuple[Settings, bool]:
+    """Settings with a dev key and an admin key; True when the dev key was generated."""
     settings = Settings()
-    if settings.dev_api_key:
-        return settings, False
-    return settings.model_copy(update={"dev_api_key": "wsk_dev_" + secrets.token_urlsafe(24)}), True
+    update = {}
+    if not settings.dev_api_key:
+        update["dev_api_key"] = "wsk_dev_" + secrets.token_urlsafe(24)
+    if not settings.admin_api_key:
+        update["admin_api_key"] = "wsk_adm_" + secrets.token_urlsafe(24)
+    return settings.model_copy(update=update), "dev_api_key" in update
 
 
 def _start_stack(settings: Settings, state_dir: Path):  # type: ignore[no-untyped-def]
@@ -42,7 +46,8 @@ def _print_endpoints(stack, generated_key: bool) -> None:  # type: ignore[no-unt
     table.add_column("part")
     table.add_column("endpoint")
     table.add_column("note")
-    table.add_row("gateway (gRPC)", stack.gateway_target, "worldserve.v1.Simulator, health, reflection")
+    table.add_row("gateway (gRPC)", stack.gateway_target,
+                  "worldserve.v1.Simulator + Admin, health, reflection")
     table.add_row("Triton gRPC", s.triton_url, f"model {s.model_name!r}")
     table.add_row("Triton HTTP / metrics", f"127.0.0.1:{s.triton_http_port} / :{s.triton_metrics_port}", "")
     for name, url, how in stack.services.describe():
@@ -50,6 +55,7 @@ def _print_endpoints(stack, generated_key: bool) -> None:  # type: ignore[no-unt
     console.print(table)
     note = " (generated; set WORLDSERVE_DEV_API_KEY to fix it)" if generated_key else ""
     console.print(f"dev tenant API key{note}: [bold]{s.dev_api_key}[/]")
+    console.print(f"admin API key: [bold]{s.admin_api_key}[/] (worldserve admin … --api-key)")
     console.print(f"logs: {stack.state_dir / 'logs'}")
 
 

@@ -126,9 +126,15 @@ class Stack:
                 tick("finding or starting Redis and PostgreSQL")
             self.services = resolve_services(s, self.state_dir, need_postgres)
             env = settings_env(s, WORLDSERVE_REDIS_URL=self.services.redis_url)
-            if self.services.database_url:
-                env["WORLDSERVE_DATABASE_URL"] = self.services.database_url
             logs = self.state_dir / "logs"
+            if self.services.database_url:
+                from worldserve.tenancy.bootstrap import bootstrap
+
+                if tick:
+                    tick("migrating the database, registering the dev tenant and keys")
+                bootstrap(self.services.database_url, s)
+                env["WORLDSERVE_DATABASE_URL"] = self.services.database_url
+                self.children.append(spawn("worker", "worldserve.accounting.worker", env, logs))
             model = spawn("modelserver", "worldserve.modelserver.main", env, logs)
             self.children.append(model)
             wait_for("loading the world model into Triton",

@@ -105,6 +105,16 @@ def resolve_redis_url(settings: Settings) -> str:
     raise RuntimeError("no Redis: set WORLDSERVE_REDIS_URL or start the stack with `worldserve up`")
 
 
+def resolve_database_url(settings: Settings) -> str:
+    """The configured PostgreSQL URL, else the default port's server; never starts one."""
+    if settings.database_url:
+        return settings.database_url
+    if port_open(*DEFAULT_PG):
+        return "postgresql://postgres@{}:{}/postgres".format(*DEFAULT_PG)
+    raise RuntimeError("no PostgreSQL: set WORLDSERVE_DATABASE_URL or start the stack with "
+                       "`worldserve up`")
+
+
 @dataclass
 class Services:
     redis_url: str
@@ -137,11 +147,9 @@ def resolve_services(settings: Settings, state_dir: Path, need_postgres: bool = 
             redis_url = redis.url
         database_url = ""
         if need_postgres:
-            if settings.database_url:
-                database_url = settings.database_url
-            elif port_open(*DEFAULT_PG):
-                database_url = "postgresql://postgres@{}:{}/postgres".format(*DEFAULT_PG)
-            else:
+            try:
+                database_url = resolve_database_url(settings)
+            except RuntimeError:
                 pg = BundledPostgres(state_dir / "postgres").start()
                 started.append(pg)
                 database_url = pg.url

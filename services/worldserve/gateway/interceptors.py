@@ -7,7 +7,6 @@ travels in a context variable, and an error raised anywhere below is mapped exac
 from __future__ import annotations
 
 import contextvars
-import hmac
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -19,10 +18,13 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from worldserve import errors
+from worldserve.tenancy.directory import Directory
+from worldserve.tenancy.keys import Principal
 
 log = logging.getLogger(__name__)
 
 current_tenant: contextvars.ContextVar[str] = contextvars.ContextVar("current_tenant")
+current_principal: contextvars.ContextVar[Principal] = contextvars.ContextVar("current_principal")
 
 PUBLIC_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 
@@ -31,6 +33,7 @@ _CODES: list[tuple[type[errors.WorldserveError], grpc.StatusCode]] = [
     (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
     (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
     (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (errors.Aborted, grpc.StatusCode.ABORTED),
     (errors.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
@@ -114,50 +117,54 @@ def _guard(behavior: Any) -> Any:
     return unary
 
 
-class KeyAuthenticator:
-    """Bearer key → tenant. The dev key from settings until the tenancy service lands."""
+ADMIN_PREFIX = "/worldserve.v1.Admin/"
 
-    def __init__(self, keys: dict[str, str]) -> None:
-        self._keys = [(k.encode(), tenant) for k, tenant in keys.items() if k]
 
-    def tenant_for(self, key: str) -> str | None:
-        given = key.encode()
-        found = None
-        for secret, tenant in self._keys:  # compare with every key: constant time per key
-            if hmac.compare_digest(given, secret):
-                found = tenant
-        return found
+def _bearer(details: grpc.HandlerCallDetails) -> str | None:
+    metadata = dict(details.invocation_metadata or ())
+    header = metadata.get("authorization", "")
+    header = header.decode() if isinstance(header, bytes) else header
+    scheme, _, key = header.partition(" ")
+    return key.strip() if scheme.lower() == "bearer" and key.strip() else None
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, authenticator: KeyAuthenticator) -> None:
-        self._auth = authenticator
+    """Bearer key → principal (tenant + role) via the directory; Admin RPCs need the admin role.
+
+    The lookup runs inside the handler, so a database outage becomes UNAVAILABLE through the
+    error interceptor like any other error.
+    """
+
+    def __init__(self, directory: Directory) -> None:
+        self._directory = directory
+
+    async def _principal(self, key: str | None, method: str) -> Principal:
+        principal = await self._directory.authenticate(key) if key else None
+        if principal is None:
+            raise errors.Unauthenticated("missing or invalid API key")
+        if method.startswith(ADMIN_PREFIX) and not principal.is_admin:
+            raise errors.PermissionDenied("the Admin API needs an admin-role key")
+        current_tenant.set(principal.tenant)
+        current_principal.set(principal)
+        return principal
 
     async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]],
                                 details: grpc.HandlerCallDetails) -> Any:
         handler = await continuation(details)
         if handler is None or details.method.startswith(PUBLIC_PREFIXES):
             return handler
-        metadata = dict(details.invocation_metadata or ())
-        header = metadata.get("authorization", "")
-        header = header.decode() if isinstance(header, bytes) else header
-        scheme, _, key = header.partition(" ")
-        tenant = self._auth.tenant_for(key.strip()) if scheme.lower() == "bearer" else None
+        key, method = _bearer(details), details.method
 
         def wrap(behavior: Any) -> Any:
             if _is_streaming(behavior):
                 async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                    if tenant is None:
-                        raise errors.Unauthenticated("missing or invalid API key")
-                    current_tenant.set(tenant)
+                    await self._principal(key, method)
                     async for item in behavior(request, context):
                         yield item
                 return stream
 
             async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                if tenant is None:
-                    raise errors.Unauthenticated("missing or invalid API key")
-                current_tenant.set(tenant)
+                await self._principal(key, method)
                 return await behavior(request, context)
             return unary
 

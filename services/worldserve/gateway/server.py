@@ -20,16 +20,23 @@ from grpc_reflection.v1alpha import reflection
 from worldserve.backends.base import Backend
 from worldserve.backends.checkpoint import load_chat_template
 from worldserve.backends.triton import TritonBackend
-from worldserve.gateway.interceptors import AuthInterceptor, ErrorInterceptor, KeyAuthenticator
+from worldserve.db.repository import Repository, create_engine
+from worldserve.gateway.admin_servicer import AdminServicer
+from worldserve.gateway.interceptors import AuthInterceptor, ErrorInterceptor
 from worldserve.gateway.servicer import SimulatorServicer
 from worldserve.gateway.simulator import ModelTarget, Simulator
+from worldserve.quota.counters import RedisQuota
+from worldserve.quota.limits import TenantLimits
 from worldserve.sessions.store import RedisSessionStore, SessionStore
 from worldserve.settings import Settings
-from worldserve.v1 import simulator_pb2, simulator_pb2_grpc
+from worldserve.tenancy.directory import DatabaseDirectory, Directory, StaticDirectory
+from worldserve.tenancy.keys import Principal
+from worldserve.v1 import admin_pb2, admin_pb2_grpc, simulator_pb2, simulator_pb2_grpc
 
 log = logging.getLogger(__name__)
 
 SERVICE = simulator_pb2.DESCRIPTOR.services_by_name["Simulator"].full_name
+ADMIN_SERVICE = admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 
@@ -40,6 +47,7 @@ class Gateway:
     store: SessionStore
     backend: Backend
     health: health.aio.HealthServicer
+    repo: Repository | None = None
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     async def start(self) -> None:
@@ -53,6 +61,8 @@ class Gateway:
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
         await self.backend.aclose()
+        if self.repo is not None:
+            await self.repo.aclose()
         aclose = getattr(self.store, "aclose", None)
         if aclose is not None:
             await aclose()
@@ -71,32 +81,64 @@ class Gateway:
             await self._update_health()
 
 
+def deployment_defaults(settings: Settings) -> TenantLimits:
+    """Quotas of a tenant that has none of its own."""
+    return TenantLimits(
+        max_sessions=settings.max_sessions_per_tenant,
+        max_inflight_steps=settings.max_inflight_steps_per_tenant,
+        tokens_per_minute=settings.tokens_per_minute_per_tenant,
+        monthly_token_budget=settings.monthly_token_budget_per_tenant,
+    )
+
+
+def static_directory(settings: Settings) -> StaticDirectory:
+    """The dev key (and admin key) from settings, deployment-default quotas; no database."""
+    keys = {}
+    if settings.dev_api_key:
+        keys[settings.dev_api_key] = Principal(settings.dev_tenant, "tenant", "dev")
+    if settings.admin_api_key:
+        keys[settings.admin_api_key] = Principal(settings.dev_tenant, "admin", "admin")
+    return StaticDirectory(keys, deployment_defaults(settings))
+
+
 def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None = None,
-                  backend: Backend | None = None) -> Gateway:
-    store = store or RedisSessionStore.from_url(redis_url, settings.key_prefix)
+                  backend: Backend | None = None, database_url: str | None = None,
+                  directory: Directory | None = None) -> Gateway:
+    """With ``database_url``, keys and quotas come from PostgreSQL and the Admin API works;
+    without it, the dev key from settings is the only tenant (see ``static_directory``)."""
+    redis_store = RedisSessionStore.from_url(redis_url, settings.key_prefix)
+    store = store or redis_store
+    quota = RedisQuota(redis_store.client, settings.key_prefix)
     backend = backend or TritonBackend(settings.triton_url, settings.model_name)
     model = ModelTarget(settings.model_version_label, load_chat_template(settings.model_dir))
-    simulator = Simulator(settings, store, backend, model)
-    keys = {settings.dev_api_key: settings.dev_tenant} if settings.dev_api_key else {}
+    repo = Repository(create_engine(database_url)) if database_url else None
+    if directory is None:
+        directory = (DatabaseDirectory(repo, deployment_defaults(settings),
+                                       settings.auth_cache_ttl_s)
+                     if repo is not None else static_directory(settings))
+    simulator = Simulator(settings, store, backend, model, directory, quota)
     server = grpc.aio.server(
-        interceptors=[ErrorInterceptor(), AuthInterceptor(KeyAuthenticator(keys))],
+        interceptors=[ErrorInterceptor(), AuthInterceptor(directory)],
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)],
     )
     simulator_pb2_grpc.add_SimulatorServicer_to_server(SimulatorServicer(simulator), server)
+    name = settings.model_version_label.split("@", 1)[0]
+    admin = AdminServicer(repo, [(settings.model_version_label, ["stable", name])])
+    admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
-        [SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+        [SERVICE, ADMIN_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
          reflection.SERVICE_NAME], server)
     port = server.add_insecure_port(f"{settings.gateway_host}:{settings.gateway_port}")
     if port == 0:
         raise OSError(f"cannot bind {settings.gateway_host}:{settings.gateway_port}")
-    return Gateway(server, port, store, backend, health_servicer)
+    return Gateway(server, port, store, backend, health_servicer, repo)
 
 
-async def serve(settings: Settings, redis_url: str) -> None:
-    gateway = build_gateway(settings, redis_url)
+async def serve(settings: Settings, redis_url: str, database_url: str | None) -> None:
+    gateway = build_gateway(settings, redis_url, database_url=database_url)
     await gateway.start()
     log.info("gateway listening on %s:%d", settings.gateway_host, gateway.port)
     stop = asyncio.Event()
@@ -114,7 +156,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = Settings()
     redis_url = resolve_redis_url(settings)
-    asyncio.run(serve(settings, redis_url))
+    asyncio.run(serve(settings, redis_url, settings.database_url))
 
 
 if __name__ == "__main__":

@@ -5,13 +5,16 @@ The servicer converts protobuf to these calls; everything here raises the projec
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from worldserve.accounting.events import UsageEvent
 from worldserve.backends.base import Backend, Chunk, Completion
 from worldserve.domains.chat import render_chat
 from worldserve.domains.parsing import MalformedCompletion, Part, StreamSplitter, parse_completion
@@ -31,10 +34,16 @@ from worldserve.errors import (
     PermissionDenied,
     ResourceExhausted,
 )
+from worldserve.quota.counters import RedisQuota, Reservation
+from worldserve.quota.limits import check_allowed, reservation_tokens
 from worldserve.sessions.records import Sampling, SessionRecord, TurnRecord
 from worldserve.sessions.rules import Verdict, admit
-from worldserve.sessions.store import SessionStore
+from worldserve.sessions.store import SessionStore, Settlement
 from worldserve.settings import Settings
+from worldserve.tenancy.directory import Directory
+
+log = logging.getLogger(__name__)
+NO_LIMIT = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,11 +130,13 @@ def _utf8_len(text: str) -> int:
 
 class Simulator:
     def __init__(self, settings: Settings, store: SessionStore, backend: Backend,
-                 model: ModelTarget) -> None:
+                 model: ModelTarget, directory: Directory, quota: RedisQuota) -> None:
         self.settings = settings
         self.store = store
         self.backend = backend
         self.model = model
+        self.directory = directory
+        self.quota = quota
 
     # --- sessions ---
 
@@ -167,12 +178,14 @@ class Simulator:
     async def create_session(self, tenant: str, new: NewSession) -> SessionRecord:
         sampling = self._validate_new(new)
         version = self._resolve_model(new.model)
+        limits = await self.directory.limits(tenant)
+        check_allowed(limits, tenant, version, new.model, new.domain)
         ttl = new.ttl_seconds or self.settings.session_ttl_s
         session_id = "s_" + uuid.uuid4().hex
-        limit = self.settings.max_sessions_per_tenant
+        limit = NO_LIMIT if limits.max_sessions is None else limits.max_sessions
         if not await self.store.admit(tenant, session_id, ttl, limit):
             raise ResourceExhausted(f"tenant already holds {limit} open sessions",
-                                    subject=f"tenant:{tenant}:sessions", retry_after_s=30)
+                                    subject=f"tenant:{tenant}:max_sessions", retry_after_s=30)
         record = SessionRecord(
             session_id=session_id, tenant=tenant, domain=new.domain, model_version=version,
             task_instruction=new.task_instruction, initial_state=new.initial_state,
@@ -274,6 +287,29 @@ class Simulator:
             request = Completion(prompt + "".join(text), max(remaining, 1), sampling.temperature,
                                  sampling.top_p, seed)
 
+    @staticmethod
+    def _event(record: SessionRecord, meter: _Meter, started: float, outcome: str) -> UsageEvent:
+        ended = time.time()
+        return UsageEvent(
+            event_id=uuid.uuid4().hex, tenant=record.tenant, session_id=record.session_id,
+            model_version=record.model_version, domain=record.domain,
+            input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
+            reasoning_tokens=meter.reasoning_tokens, latency_ms=int((ended - started) * 1000),
+            fault_kind="", started_at=started, ended_at=ended, outcome=outcome)
+
+    async def _settle_failed(self, reservation: Reservation, record: SessionRecord, meter: _Meter,
+                             started: float, outcome: str) -> None:
+        """A step that stored nothing still used tokens: settle them and record the event.
+
+        Shielded, so a cancelled RPC still settles; if Redis is down the reservation expires.
+        """
+        event = self._event(record, meter, started, outcome)
+        try:
+            await asyncio.shield(self.quota.settle(reservation, event))
+        except Exception:
+            log.warning("could not settle step of session %s; its reservation will expire",
+                        record.session_id, exc_info=True)
+
     async def step(self, tenant: str, step: StepInput, timeout_s: float | None
                    ) -> AsyncIterator[StepEvent]:
         """Deltas while the model writes, then the StepResult (stored, or replayed)."""
@@ -294,27 +330,42 @@ class Simulator:
         if verdict.verdict is Verdict.LIMIT:
             raise ResourceExhausted(f"session reached {max_turns} turns",
                                     subject=f"session:{record.session_id}:turns")
-        deadline = time.monotonic() + (timeout_s or self.settings.step_timeout_s)
+        started = time.time()
+        timeout = timeout_s or self.settings.step_timeout_s
+        deadline = time.monotonic() + timeout
         seed = self._seed(record, len(turns) + 1)
         sampling = record.sampling
+        first_prompt = self._prompt(record, turns, step, strict=False)
+        limits = await self.directory.limits(tenant)
+        check_allowed(limits, tenant, record.model_version, "", record.domain)  # quotas change
+        tokens = reservation_tokens(_utf8_len(first_prompt), sampling.max_tokens,
+                                    self.settings.reserve_bytes_per_token)
+        reservation = await self.quota.reserve(tenant, limits, tokens, timeout + 60,
+                                               self.directory.month_tokens)
         meter = _Meter()
-        parsed = None
-        for attempt in range(2):
-            if attempt:
-                yield Restart("the model's answer had no complete observation; retrying")
-            prompt = self._prompt(record, turns, step, strict=attempt > 0)
-            text: list[str] = []
-            async for delta in self._generate(prompt, sampling, seed, deadline, meter, text):
-                yield delta
-            try:
-                parsed = parse_completion("".join(text))
-                break
-            except MalformedCompletion as exc:
-                problem = str(exc)
-        if parsed is None:
-            raise ModelOutputError(f"the world model gave no usable observation twice ({problem}, "
-                                   f"finish_reason={meter.finish or 'unknown'}); the turn was not "
-                                   "stored")
+        try:
+            parsed = None
+            for attempt in range(2):
+                if attempt:
+                    yield Restart("the model's answer had no complete observation; retrying")
+                prompt = first_prompt if attempt == 0 else self._prompt(record, turns, step, True)
+                text: list[str] = []
+                async for delta in self._generate(prompt, sampling, seed, deadline, meter, text):
+                    yield delta
+                try:
+                    parsed = parse_completion("".join(text))
+                    break
+                except MalformedCompletion as exc:
+                    problem = str(exc)
+            if parsed is None:
+                raise ModelOutputError(
+                    f"the world model gave no usable observation twice ({problem}, finish_reason="
+                    f"{meter.finish or 'unknown'}); the turn was not stored")
+        except BaseException as exc:
+            cancelled = isinstance(exc, asyncio.CancelledError | GeneratorExit)
+            await self._settle_failed(reservation, record, meter, started,
+                                      "cancelled" if cancelled else "error")
+            raise
         turn = TurnRecord(
             action=step.action, observation=parsed.observation, reasoning=parsed.reasoning,
             input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
@@ -325,7 +376,10 @@ class Simulator:
                       "max_tokens": sampling.max_tokens},
         )
         expected = len(turns) if step.expected_turn is None else step.expected_turn
-        result = await self.store.commit(record, turn, expected, max_turns)
+        event = self._event(record, meter, started, "ok")
+        settlement = Settlement(self.quota.settle_keys(reservation, event.ended_at),
+                                self.quota.settle_args(reservation, event))
+        result = await self.store.commit(record, turn, expected, max_turns, settlement)
         if result.outcome == "ok":
             yield StepResult(record.session_id, result.turn_count, turn)
         elif result.outcome == "replay":

@@ -22,6 +22,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worldserve.errors import StoreUnavailable
+from worldserve.quota.lua import SETTLE_FN
 from worldserve.sessions.records import SessionRecord, TurnRecord
 
 T = TypeVar("T")
@@ -33,24 +34,42 @@ redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
 return 1
 """
 
-# KEYS: meta, turns. ARGV: expected (-1 = any), turn json, action, ttl, max_turns.
-_COMMIT = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', '0'} end
-local n = redis.call('LLEN', KEYS[2])
-local expected = tonumber(ARGV[1])
-if expected >= 0 and n ~= expected then
-  if n > expected then
-    local stored = redis.call('LINDEX', KEYS[2], expected)
-    if cjson.decode(stored)['action'] == ARGV[3] then return {'replay', stored} end
+# KEYS: meta, turns[, 6 settle keys]. ARGV: expected (-1 = any), turn json, action, ttl,
+# max_turns[, 4 settle args]. With the settle part (quota.counters), the step's reservation is
+# settled and its usage event written in the same atomic call, whatever the outcome.
+_COMMIT_BODY = """
+local function commit()
+  if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', '0'} end
+  local n = redis.call('LLEN', KEYS[2])
+  local expected = tonumber(ARGV[1])
+  if expected >= 0 and n ~= expected then
+    if n > expected then
+      local stored = redis.call('LINDEX', KEYS[2], expected)
+      if cjson.decode(stored)['action'] == ARGV[3] then return {'replay', stored} end
+    end
+    return {'conflict', tostring(n)}
   end
-  return {'conflict', tostring(n)}
+  if n >= tonumber(ARGV[5]) then return {'limit', tostring(n)} end
+  redis.call('RPUSH', KEYS[2], ARGV[2])
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  redis.call('EXPIRE', KEYS[2], ARGV[4])
+  return {'ok', tostring(n + 1)}
 end
-if n >= tonumber(ARGV[5]) then return {'limit', tostring(n)} end
-redis.call('RPUSH', KEYS[2], ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('EXPIRE', KEYS[2], ARGV[4])
-return {'ok', tostring(n + 1)}
+local result = commit()
+if #KEYS > 2 then
+  settle({KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]},
+         {ARGV[6], ARGV[7], ARGV[8], ARGV[9], result[1]})
+end
+return result
 """
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """Keys and arguments of the quota settle function (see ``quota.counters``)."""
+
+    keys: list[str]
+    args: list[Any]  # rid, actual tokens, tenant, event json (the outcome is the commit's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +92,13 @@ class SessionStore(Protocol):
     async def load(self, tenant: str, session_id: str, with_turns: bool = True
                    ) -> LoadedSession | None: ...
     async def commit(self, record: SessionRecord, turn: TurnRecord, expected: int | None,
-                     max_turns: int) -> CommitResult: ...
+                     max_turns: int, settlement: Settlement | None = None) -> CommitResult: ...
     async def list_ids(self, tenant: str, offset: int, count: int) -> list[str]: ...
     async def close(self, tenant: str, session_id: str) -> int | None: ...
     async def ping(self) -> bool: ...
 
 
-async def _guard(call: Callable[[], Awaitable[T]]) -> T:
+async def guard(call: Callable[[], Awaitable[T]]) -> T:
     try:
         return await call()
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
@@ -93,7 +112,11 @@ class RedisSessionStore:
         self._r = client
         self._p = prefix
         self._admit = client.register_script(_ADMIT)
-        self._commit = client.register_script(_COMMIT)
+        self._commit = client.register_script(SETTLE_FN + _COMMIT_BODY)
+
+    @property
+    def client(self) -> aioredis.Redis:
+        return self._r
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "ws") -> RedisSessionStore:
@@ -112,11 +135,11 @@ class RedisSessionStore:
         now = time.time()
         keys = [self._index(tenant)]
         args: list[Any] = [now, now + ttl, session_id, limit]
-        return bool(await _guard(lambda: self._admit(keys=keys, args=args)))
+        return bool(await guard(lambda: self._admit(keys=keys, args=args)))
 
     async def put(self, record: SessionRecord) -> None:
         meta, _ = self._keys(record.tenant, record.session_id)
-        await _guard(lambda: self._r.set(meta, record.to_json(), ex=record.ttl_seconds))
+        await guard(lambda: self._r.set(meta, record.to_json(), ex=record.ttl_seconds))
 
     async def load(self, tenant: str, session_id: str, with_turns: bool = True
                    ) -> LoadedSession | None:
@@ -132,7 +155,7 @@ class RedisSessionStore:
                 pipe.llen(turns)
             return list(await pipe.execute())
 
-        raw_meta, raw_turns = await _guard(run)
+        raw_meta, raw_turns = await guard(run)
         if raw_meta is None:
             return None
         record = SessionRecord.from_json(raw_meta)
@@ -142,22 +165,26 @@ class RedisSessionStore:
         return LoadedSession(record, parsed, len(parsed))
 
     async def commit(self, record: SessionRecord, turn: TurnRecord, expected: int | None,
-                     max_turns: int) -> CommitResult:
+                     max_turns: int, settlement: Settlement | None = None) -> CommitResult:
         meta, turns = self._keys(record.tenant, record.session_id)
+        keys = [meta, turns]
         args: list[Any] = [-1 if expected is None else expected, turn.to_json(), turn.action,
-                record.ttl_seconds, max_turns]
-        raw = await _guard(lambda: self._commit(keys=[meta, turns], args=args))
+                           record.ttl_seconds, max_turns]
+        if settlement is not None:
+            keys += settlement.keys
+            args += settlement.args[:4]
+        raw = await guard(lambda: self._commit(keys=keys, args=args))
         outcome = bytes(raw[0]).decode()
         if outcome == "replay":
             return CommitResult("replay", (expected or 0) + 1, TurnRecord.from_json(raw[1]))
         count = int(raw[1])
         if outcome == "ok":
             index, expiry = self._index(record.tenant), time.time() + record.ttl_seconds
-            await _guard(lambda: self._r.zadd(index, {record.session_id: expiry}, xx=True))
+            await guard(lambda: self._r.zadd(index, {record.session_id: expiry}, xx=True))
         return CommitResult(outcome, count)
 
     async def list_ids(self, tenant: str, offset: int, count: int) -> list[str]:
-        raw = await _guard(lambda: self._r.zrangebyscore(
+        raw = await guard(lambda: self._r.zrangebyscore(
             self._index(tenant), time.time(), "+inf", start=offset, num=count))
         return [r.decode() if isinstance(r, bytes) else str(r) for r in raw]
 
@@ -171,11 +198,11 @@ class RedisSessionStore:
             pipe.zrem(self._index(tenant), session_id)
             return list(await pipe.execute())
 
-        count, deleted, _ = await _guard(run)
+        count, deleted, _ = await guard(run)
         return int(count) if deleted else None
 
     async def ping(self) -> bool:
-        return bool(await _guard(lambda: self._r.ping()))
+        return bool(await guard(lambda: self._r.ping()))
 
     async def aclose(self) -> None:
         await self._r.aclose()

@@ -1,0 +1,1 @@
+"""Usage accounting: events per step (Redis stream) → PostgreSQL rows and hourly rollups."""

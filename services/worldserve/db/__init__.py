@@ -1,0 +1,1 @@
+"""PostgreSQL: SQLAlchemy tables, Alembic migrations, and the queries built on them."""

@@ -1,0 +1,1 @@
+"""Per-tenant quotas: pure arithmetic (``limits``) and the atomic Redis counters (``counters``)."""

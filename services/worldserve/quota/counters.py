@@ -1,0 +1,144 @@
+"""Quota counters in Redis, checked and changed atomically by Lua scripts.
+
+Per tenant (``{q:<tenant>}`` hash tag: one cluster slot per tenant):
+
+    {prefix}:{q:<t>}:inflight      zset reservation id -> expiry (epoch s); a dead gateway's
+                                   reservations are reclaimed when they expire
+    {prefix}:{q:<t>}:reserved      hash reservation id -> tokens, plus "__total"
+    {prefix}:{q:<t>}:used:<YYYYMM> tokens settled this month (seeded from PostgreSQL when absent)
+    {prefix}:{q:<t>}:tpm:<minute>  tokens charged in that minute (fixed window, 120 s TTL)
+
+A step *reserves* (input estimate + max_tokens) before the model call and *settles* after it:
+the reservation is replaced by the tokens really used and the usage event is appended to the
+stream in the same script. Budgets therefore overshoot only by what steps already in flight use
+beyond their reservation (a retried answer).
+
+The settle script also writes the usage stream, which is global: the commit script that combines
+it with the session keys needs a single Redis primary (replicas/Sentinel are fine; Redis Cluster
+would need per-slot streams — see docs/TENANCY.md).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from worldserve.accounting.events import UsageEvent
+from worldserve.errors import ResourceExhausted
+from worldserve.quota.limits import TenantLimits, month_of, seconds_to_next_month
+from worldserve.quota.lua import RESERVE_LUA, SETTLE_LUA
+from worldserve.sessions.store import guard
+
+MONTH_KEY_TTL_S = 40 * 24 * 3600
+
+_DENIALS = {
+    "inflight": ("in-flight steps", "max_inflight_steps"),
+    "tpm": ("tokens per minute", "tokens_per_minute"),
+    "budget": ("monthly token budget", "monthly_token_budget"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    tenant: str
+    rid: str
+    tokens: int
+    tpm_key: str
+
+
+def _limit(value: int | None) -> int:
+    return -1 if value is None else value
+
+
+class RedisQuota:
+    def __init__(self, client: aioredis.Redis, prefix: str) -> None:
+        self._r = client
+        self._p = prefix
+        self._reserve = client.register_script(RESERVE_LUA)
+        self._settle = client.register_script(SETTLE_LUA)
+
+    # --- keys ---
+
+    def _base(self, tenant: str) -> str:
+        return f"{self._p}:{{q:{tenant}}}"
+
+    def used_key(self, tenant: str, month: str) -> str:
+        return f"{self._base(tenant)}:used:{month}"
+
+    def stream_key(self) -> str:
+        return f"{self._p}:usage"
+
+    def served_key(self) -> str:
+        return f"{self._p}:usage:served"
+
+    # --- operations ---
+
+    async def reserve(self, tenant: str, limits: TenantLimits, tokens: int, expiry_s: float,
+                      seed_month: Callable[[str, str], Awaitable[int]]) -> Reservation:
+        """Reserve ``tokens`` for one step, or raise ResourceExhausted naming the quota.
+
+        ``seed_month(tenant, month)`` gives the tokens PostgreSQL already holds for the month; it
+        is called when Redis has no counter for it (new month, new tenant, Redis lost its data).
+        """
+        for name, value in (("tokens_per_minute", limits.tokens_per_minute),
+                            ("monthly_token_budget", limits.monthly_token_budget)):
+            if value is not None and tokens > value:
+                raise ResourceExhausted(
+                    f"one step may need {tokens} tokens (prompt estimate + max_tokens), more than "
+                    f"the tenant's {name} of {value}; lower sampling.max_tokens",
+                    subject=f"tenant:{tenant}:{name}")
+        base = self._base(tenant)
+        for _ in range(3):
+            now = time.time()
+            month = month_of(now)
+            minute = int(now // 60)
+            tpm_key = f"{base}:tpm:{minute}"
+            rid = uuid.uuid4().hex
+            keys = [f"{base}:inflight", f"{base}:reserved", self.used_key(tenant, month), tpm_key]
+            args: list[Any] = [now, rid, now + expiry_s, tokens, _limit(limits.max_inflight_steps),
+                               _limit(limits.tokens_per_minute), _limit(limits.monthly_token_budget),
+                               max(int(60 - now % 60), 1), int(seconds_to_next_month(now))]
+            raw = await guard(lambda: self._reserve(keys=keys, args=args))  # noqa: B023
+            verdict = bytes(raw[0]).decode()
+            if verdict == "ok":
+                return Reservation(tenant, rid, tokens, tpm_key)
+            if verdict == "unseeded":
+                total = await seed_month(tenant, month)
+                await guard(lambda: self._r.set(keys[2], total, nx=True,  # noqa: B023
+                                                ex=MONTH_KEY_TTL_S))
+                continue
+            what, field = _DENIALS[verdict]
+            raise ResourceExhausted(f"tenant {tenant} reached its {what} quota",
+                                    subject=f"tenant:{tenant}:{field}",
+                                    retry_after_s=float(int(raw[1])))
+        raise ResourceExhausted(f"could not seed the monthly usage of tenant {tenant}",
+                                subject=f"tenant:{tenant}:monthly_token_budget", retry_after_s=1)
+
+    def settle_keys(self, reservation: Reservation, now: float) -> list[str]:
+        base = self._base(reservation.tenant)
+        return [f"{base}:inflight", f"{base}:reserved",
+                self.used_key(reservation.tenant, month_of(now)), reservation.tpm_key,
+                self.stream_key(), self.served_key()]
+
+    @staticmethod
+    def settle_args(reservation: Reservation, event: UsageEvent) -> list[Any]:
+        return [reservation.rid, event.total_tokens, reservation.tenant, event.to_json(),
+                event.outcome]
+
+    async def settle(self, reservation: Reservation, event: UsageEvent) -> None:
+        """Settle a step that stored no turn (failed, cancelled): its tokens still count."""
+        keys = self.settle_keys(reservation, event.ended_at)
+        args = self.settle_args(reservation, event)
+        await guard(lambda: self._settle(keys=keys, args=args))
+
+    async def month_used(self, tenant: str, month: str) -> int | None:
+        raw = await guard(lambda: self._r.get(self.used_key(tenant, month)))
+        return None if raw is None else int(raw)
+
+    async def inflight(self, tenant: str) -> int:
+        return int(await guard(lambda: self._r.zcard(f"{self._base(tenant)}:inflight")))
