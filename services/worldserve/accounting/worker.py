@@ -109,7 +109,8 @@ class Worker:
         committed = self.clock()
         pipe = self.r.pipeline(transaction=True)
         for entry_id, fields in dead:  # kept for a human, never silently dropped
-            pipe.xadd(self.dead_stream, {**fields, b"source_id": entry_id})
+            kept: dict[Any, Any] = {**fields, b"source_id": entry_id}
+            pipe.xadd(self.dead_stream, kept)
         pipe.xack(self.stream, GROUP, *ids)
         pipe.xdel(self.stream, *ids)
         pipe.execute()
@@ -129,7 +130,7 @@ class Worker:
             try:
                 self.run_once()
                 failures = 0
-            except (redis.ConnectionError, redis.TimeoutError, OSError, Exception) as exc:
+            except Exception as exc:  # Redis or PostgreSQL down, a bad batch: back off, retry
                 failures += 1
                 delay = min(0.5 * 2 ** min(failures, 6), 30.0)
                 log.warning("accounting batch failed (%s); retrying in %.1fs", exc, delay)
