@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import grpc
+import redis
 
+from worldserve.accounting.sink import PostgresSink
+from worldserve.accounting.worker import Worker
 from worldserve.backends.base import Backend
 from worldserve.gateway.server import Gateway, build_gateway
 from worldserve.settings import Settings
+from worldserve.v1 import admin_pb2_grpc as admin_grpc
 from worldserve.v1 import simulator_pb2_grpc as pb_grpc
 
 
@@ -32,3 +37,51 @@ async def stub_for(gateway: Gateway) -> AsyncIterator[pb_grpc.SimulatorStub]:
 
 def auth(key: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {key}"),)
+
+
+@asynccontextmanager
+async def admin_stub_for(gateway: Gateway) -> AsyncIterator[admin_grpc.AdminStub]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
+        yield admin_grpc.AdminStub(channel)
+
+
+@asynccontextmanager
+async def db_gateway(settings: Settings, redis_url: str, database_url: str,
+                     backend: Backend | None = None) -> AsyncIterator[Gateway]:
+    """A gateway whose keys and quotas come from PostgreSQL (the Admin API works)."""
+    gateway = build_gateway(settings, redis_url, backend=backend, database_url=database_url)
+    await gateway.start()
+    try:
+        yield gateway
+    finally:
+        await gateway.stop(1.0)
+
+
+async def make_admin_key(database_url: str) -> str:
+    """An admin-role key of the `ops` tenant, written straight into the database."""
+    from worldserve.db.repository import Repository, create_engine
+
+    repo = Repository(create_engine(database_url))
+    try:
+        await repo.ensure_tenant("ops", "operators")
+        _, secret = await repo.create_key("ops", "admin", "test admin")
+        return secret
+    finally:
+        await repo.aclose()
+
+
+def unique(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:6]}"
+
+
+def drain_usage(redis_url: str, database_url: str, prefix: str) -> Worker:
+    """Run an accounting worker in-process until the usage stream is empty."""
+    client = redis.Redis.from_url(redis_url)
+    worker = Worker(client, PostgresSink(database_url), prefix, unique("w"), batch_size=500,
+                    block_ms=100)
+    worker.ensure_group()
+    while worker.run_once(block_ms=100):
+        pass
+    worker.sink.close()
+    client.close()
+    return worker

@@ -3,40 +3,18 @@ backend — a real model cannot be made to misbehave on demand)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import grpc
 import pytest
 
 from tests.conftest import TEST_KEY
+from tests.integration.backends import BAD, GOOD, ScriptedBackend, SlowBackend
 from tests.integration.helpers import auth, running_gateway, stub_for
-from worldserve.backends.base import Chunk, Completion
 from worldserve.domains.templates import STRICT_SUFFIX
 from worldserve.settings import Settings
 from worldserve.v1 import simulator_pb2 as pb
 
 pytestmark = pytest.mark.integration
 
-GOOD = ["<think>\nfine", "\n</think>\n\n<predicted", "_observation>\nhello\n</predicted_", "observation>"]
-BAD = ["<think>\nhm\n</think>\n\n<predicted_observation>\nhalf"]
-
-
-class ScriptedBackend:
-    def __init__(self, answers: list[list[str]]) -> None:
-        self.answers = answers
-        self.prompts: list[str] = []
-
-    async def stream(self, request: Completion, timeout_s: float) -> AsyncIterator[Chunk]:
-        self.prompts.append(request.prompt)
-        pieces = self.answers[min(len(self.prompts) - 1, len(self.answers) - 1)]
-        for i, piece in enumerate(pieces):
-            yield Chunk(piece, 10, 1, "stop" if i == len(pieces) - 1 else "")
-
-    async def ready(self) -> bool:
-        return True
-
-    async def aclose(self) -> None:
-        pass
 
 
 def settings(key_prefix: str) -> Settings:
@@ -100,15 +78,6 @@ async def test_concurrent_identical_steps_append_one_turn(key_prefix, redis_url)
         aborted = [o for o in outcomes if isinstance(o, grpc.aio.AioRpcError)
                    and o.code() == grpc.StatusCode.ABORTED]
         assert len(wins) == 1 and len(aborted) == 5
-
-
-class SlowBackend(ScriptedBackend):
-    async def stream(self, request: Completion, timeout_s: float) -> AsyncIterator[Chunk]:
-        import asyncio
-
-        async for chunk in super().stream(request, timeout_s):
-            await asyncio.sleep(0.25)
-            yield chunk
 
 
 async def test_graceful_shutdown_lets_in_flight_streams_finish(key_prefix, redis_url) -> None:  # type: ignore[no-untyped-def]

@@ -11,11 +11,20 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from worldserve.cli import ops
+from worldserve.cli.admin import admin_app
+from worldserve.cli.admin import usage as admin_usage
+from worldserve.cli.ops import db_app
 from worldserve.settings import Settings
 
 app = typer.Typer(help="worldserve: simulator-as-a-service for language world models.",
                   no_args_is_help=True, add_completion=False)
 console = Console()
+app.add_typer(admin_app, name="admin")
+app.add_typer(db_app, name="db")
+app.command("usage")(admin_usage)
+app.command("worker")(ops.worker)
+app.command("reconcile")(ops.reconcile)
 
 STATE_DIR = Path(".worldserve")
 

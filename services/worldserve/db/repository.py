@@ -32,7 +32,12 @@ def create_engine(url: str) -> AsyncEngine:
                                connect_args={"connect_timeout": 5})
 
 
+_QUOTA_COLUMNS = [getattr(Quota, f) for f in _QUOTA_FIELDS] + [
+    Quota.tenant_id.label("quota_tenant")]
+
+
 def _quota(row: Any) -> QuotaSpec:
+    """A QuotaSpec from a row carrying the quota columns (all NULL when the tenant has none)."""
     if row is None:
         return QuotaSpec()
     values = {f: getattr(row, f) for f in _QUOTA_FIELDS}
@@ -122,10 +127,11 @@ class Repository:
     async def list_tenants(self) -> list[TenantInfo]:
         async with self._tx() as conn:
             rows = (await conn.execute(
-                select(Tenant, Quota).outerjoin(Quota, Quota.tenant_id == Tenant.id)
-                .order_by(Tenant.id))).all()
-        return [TenantInfo(t.id, t.display_name, t.default_model, t.created_at,
-                           t.disabled_at is not None, _quota(q)) for t, q in rows]
+                select(Tenant.id, Tenant.display_name, Tenant.default_model, Tenant.created_at,
+                       Tenant.disabled_at, *_QUOTA_COLUMNS)
+                .outerjoin(Quota, Quota.tenant_id == Tenant.id).order_by(Tenant.id))).all()
+        return [TenantInfo(r.id, r.display_name, r.default_model, r.created_at,
+                           r.disabled_at is not None, _quota(r)) for r in rows]
 
     # --- quotas ---
 
@@ -133,11 +139,11 @@ class Repository:
         """The stored quota (defaults where unset), or None when the tenant does not exist."""
         async with self._tx() as conn:
             row = (await conn.execute(
-                select(Tenant.id, Quota).outerjoin(Quota, Quota.tenant_id == Tenant.id)
+                select(Tenant.id, *_QUOTA_COLUMNS).outerjoin(Quota, Quota.tenant_id == Tenant.id)
                 .where(Tenant.id == tenant_id, Tenant.disabled_at.is_(None)))).first()
         if row is None:
             return None
-        return _quota(row[1])
+        return _quota(row)
 
     async def set_quota(self, tenant_id: str, spec: QuotaSpec) -> QuotaSpec:
         values = {f: getattr(spec, f) for f in _QUOTA_FIELDS}
