@@ -62,8 +62,11 @@ class PostgresSink:
         if self._conn is None or self._conn.closed:
             self._conn = psycopg.connect(self._url, connect_timeout=5)
             self._conn.execute("SET TIME ZONE 'UTC'")
+            # the event columns' types only: no constraints, no defaults (ingested_at is set by
+            # the real table's default when the rows move over)
             self._conn.execute(
-                "CREATE TEMP TABLE IF NOT EXISTS usage_in (LIKE usage_events) ON COMMIT DELETE ROWS")
+                f"CREATE TEMP TABLE IF NOT EXISTS usage_in ON COMMIT DELETE ROWS AS "
+                f"SELECT {', '.join(COLUMNS)} FROM usage_events WITH NO DATA")
             self._conn.commit()
         return self._conn
 

@@ -68,6 +68,7 @@ class Worker:
         self.clock = clock
         self.stats = Stats()
         self._next_claim = 0.0
+        self._own_pending = True  # at start and after a failed batch: our own entries first
 
     def ensure_group(self) -> None:
         try:
@@ -89,8 +90,15 @@ class Worker:
         return entries
 
     def _read(self, block_ms: int) -> list[tuple[bytes, dict[bytes, bytes]]]:
-        reply: Any = self.r.xreadgroup(GROUP, self.consumer, {self.stream: ">"},
-                                       count=self.batch_size, block=block_ms or None)
+        if self._own_pending:  # entries delivered to us and not acknowledged (id "0")
+            reply: Any = self.r.xreadgroup(GROUP, self.consumer, {self.stream: "0"},
+                                           count=self.batch_size)
+            entries = [e for e in (reply[0][1] if reply else []) if e[1]]
+            if entries:
+                return entries
+            self._own_pending = False
+        reply = self.r.xreadgroup(GROUP, self.consumer, {self.stream: ">"},
+                                  count=self.batch_size, block=block_ms or None)
         return list(reply[0][1]) if reply else []
 
     def run_once(self, block_ms: int | None = None) -> int:
@@ -131,6 +139,7 @@ class Worker:
                 self.run_once()
                 failures = 0
             except Exception as exc:  # Redis or PostgreSQL down, a bad batch: back off, retry
+                self._own_pending = True  # the failed batch is still ours: retry it first
                 failures += 1
                 delay = min(0.5 * 2 ** min(failures, 6), 30.0)
                 log.warning("accounting batch failed (%s); retrying in %.1fs", exc, delay)

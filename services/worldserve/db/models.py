@@ -104,6 +104,9 @@ class UsageEvent(Base):
     latency_ms: Mapped[int] = mapped_column(Integer)
     fault_kind: Mapped[str] = mapped_column(String(32), default="")
     outcome: Mapped[str] = mapped_column(String(16), default="ok")
+    # when the accounting worker inserted it (its transaction's start): ingest lag = this - occurred_at
+    ingested_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True),
+                                                     server_default=func.now())
 
 
 class UsageHourly(Base):

@@ -74,6 +74,7 @@ def upgrade() -> None:
         sa.Column("latency_ms", sa.Integer, nullable=False),
         sa.Column("fault_kind", sa.String(32), nullable=False, server_default=""),
         sa.Column("outcome", sa.String(16), nullable=False, server_default="ok"),
+        sa.Column("ingested_at", TS, nullable=False, server_default=sa.func.now()),
         sa.PrimaryKeyConstraint("event_id", "occurred_at", name="pk_usage_events"),
         postgresql_partition_by="RANGE (occurred_at)",
     )
