@@ -144,3 +144,45 @@ async def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
     if keys:
         client.delete(*keys)
     client.close()
+
+
+class _FlakySink:
+    """Fails its first write (PostgreSQL down), then stores in memory."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.rows: dict[str, object] = {}
+
+    def write(self, events: list) -> int:  # type: ignore[type-arg]
+        self.calls += 1
+        if self.calls == 1:
+            raise OSError("database unreachable")
+        new = [e for e in events if e.event_id not in self.rows]
+        self.rows.update((e.event_id, e) for e in events)
+        return len(new)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_failed_batch_is_retried_before_new_entries(redis_url: str) -> None:
+    from worldserve.accounting.worker import Worker
+
+    prefix = f"wsflaky-{uuid.uuid4().hex[:8]}"
+    client = redis.Redis.from_url(redis_url)
+    try:
+        write_events(client, prefix, [make_event("t", i) for i in range(30)])
+        sink = _FlakySink()
+        worker = Worker(client, sink, prefix, "c1", batch_size=10, block_ms=10)
+        worker.ensure_group()
+        with pytest.raises(OSError):
+            worker.run_once()
+        while worker.run_once(block_ms=10):
+            pass
+        assert len(sink.rows) == 30 and worker.stats.events == 30
+        assert client.xpending(f"{prefix}:usage", GROUP)["pending"] == 0
+        assert client.xlen(f"{prefix}:usage") == 0  # acknowledged entries are deleted
+    finally:
+        for key in client.scan_iter(f"{prefix}:*"):
+            client.delete(key)
+        client.close()

@@ -113,7 +113,11 @@ class Worker:
                 events.append(from_stream_fields(fields))
             except (KeyError, TypeError, ValueError):
                 dead.append((entry_id, fields))
-        inserted = self.sink.write(events)  # commits; raises before any acknowledgement
+        try:
+            inserted = self.sink.write(events)  # commits; raises before any acknowledgement
+        except Exception:
+            self._own_pending = True  # the batch is still ours: retry it before new entries
+            raise
         committed = self.clock()
         pipe = self.r.pipeline(transaction=True)
         for entry_id, fields in dead:  # kept for a human, never silently dropped
@@ -139,7 +143,6 @@ class Worker:
                 self.run_once()
                 failures = 0
             except Exception as exc:  # Redis or PostgreSQL down, a bad batch: back off, retry
-                self._own_pending = True  # the failed batch is still ours: retry it first
                 failures += 1
                 delay = min(0.5 * 2 ** min(failures, 6), 30.0)
                 log.warning("accounting batch failed (%s); retrying in %.1fs", exc, delay)
