@@ -76,6 +76,8 @@ class Settings(BaseSettings):
         description="Domains this deployment simulates; others get PERMISSION_DENIED.",
     )
     max_tokens_limit: int = Field(4096, description="Largest sampling.max_tokens accepted.")
+    max_batch_items: int = Field(64, description="Largest BatchStep (steps × samples).")
+    max_import_bytes: int = Field(4 * 1024 * 1024, description="Largest imported trajectory.")
     history_window_turns: int = Field(
         4, description="Turns replayed verbatim in the prompt; older ones are summarised."
     )

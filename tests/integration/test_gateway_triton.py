@@ -96,9 +96,10 @@ async def test_status_codes(make_settings, redis_url) -> None:  # type: ignore[n
         assert await code_of(stub.Step(pb.StepRequest(session_id=s.session_id, action="pwd"),
                                        metadata=md, timeout=0.01)) \
             == grpc.StatusCode.DEADLINE_EXCEEDED
-        # not yet implemented
-        assert await code_of(stub.ForkSession(pb.ForkSessionRequest(session_id=s.session_id),
-                                              metadata=md)) == grpc.StatusCode.UNIMPLEMENTED
+        # a fork point beyond the history
+        assert await code_of(stub.ForkSession(pb.ForkSessionRequest(session_id=s.session_id,
+                                                                    at_turn=5),
+                                              metadata=md)) == grpc.StatusCode.INVALID_ARGUMENT
 
 
 async def test_other_tenant_sees_not_found(make_settings, redis_url) -> None:  # type: ignore[no-untyped-def]

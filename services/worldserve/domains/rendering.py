@@ -105,3 +105,12 @@ def build_messages(
         messages.append({"role": "assistant", "content": observation_message(turn.observation)})
     messages.append(user(len(history) + 1, prompt.action, prompt.current_state))
     return messages
+
+
+def action_prompts(task_instruction: str, initial_state: str, history: Sequence[PastTurn]
+                   ) -> list[str]:
+    """Every turn's action prompt with the whole history shown (no window): for exports."""
+    return [action_prompt(n, task_instruction,
+                          "This is the first turn." if n == 1 else "The previous turns are above.",
+                          _state(n, initial_state, t.current_state), t.action)
+            for n, t in enumerate(history, start=1)]

@@ -13,6 +13,7 @@ from worldserve.gateway.simulator import (
     StepInput,
     StepResult,
 )
+from worldserve.sessions.lineage import base_count
 from worldserve.sessions.records import SessionRecord, TurnRecord
 from worldserve.v1 import simulator_pb2 as pb
 
@@ -23,24 +24,33 @@ def _ts(epoch: float) -> Timestamp:
     return ts
 
 
-def new_session(req: pb.CreateSessionRequest) -> NewSession:
+def _faults(policy: pb.FaultPolicy) -> dict[str, object]:
+    faults: dict[str, object] = {"kinds": list(policy.kinds), "rate": policy.rate,
+                                 "turns": list(policy.turns)}
+    if policy.HasField("seed"):
+        faults["seed"] = policy.seed
+    return faults
+
+
+def new_session(req: pb.CreateSessionRequest | pb.ImportTrajectoryRequest) -> NewSession:
+    """The session spec of a CreateSession (or of an import: no task/state/prompt fields)."""
     s = req.sampling
-    faults = {"kinds": list(req.faults.kinds), "rate": req.faults.rate,
-              "turns": list(req.faults.turns)}
-    if req.faults.HasField("seed"):
-        faults["seed"] = req.faults.seed
+    task, state, prompt = "", "", None
+    if isinstance(req, pb.CreateSessionRequest):
+        task, state = req.task_instruction, req.initial_state
+        prompt = req.system_prompt if req.HasField("system_prompt") else None
     return NewSession(
         domain="" if req.domain == pb.DOMAIN_UNSPECIFIED else pb.Domain.Name(req.domain),
         model=req.model,
-        task_instruction=req.task_instruction,
-        initial_state=req.initial_state,
-        system_prompt=req.system_prompt if req.HasField("system_prompt") else None,
+        task_instruction=task,
+        initial_state=state,
+        system_prompt=prompt,
         temperature=s.temperature if s.HasField("temperature") else None,
         top_p=s.top_p if s.HasField("top_p") else None,
         max_tokens=s.max_tokens if s.HasField("max_tokens") else None,
         reasoning_budget=s.reasoning_budget if s.HasField("reasoning_budget") else 0,
         seed=req.seed if req.HasField("seed") else None,
-        faults=faults if req.faults.kinds else {},
+        faults=_faults(req.faults),
         labels=dict(req.labels),
         ttl_seconds=req.ttl_seconds,
     )
@@ -60,7 +70,8 @@ def turn_pb(index: int, t: TurnRecord) -> pb.Turn:
         usage=pb.Usage(input_tokens=t.input_tokens, output_tokens=t.output_tokens,
                        reasoning_tokens=t.reasoning_tokens),
         model_version=t.model_version, finish_reason=t.finish_reason, fault_kind=t.fault_kind,
-        created_at=_ts(t.created_at), current_state=t.current_state,
+        created_at=_ts(t.created_at), current_state=t.current_state, seed=t.seed,
+        sampling=pb.SamplingParams(**t.sampling) if t.sampling else None, imported=t.imported,
     )
 
 
@@ -79,6 +90,7 @@ def session_pb(r: SessionRecord, turn_count: int, turns: list[TurnRecord] | None
                                    reasoning_budget=r.sampling.reasoning_budget),
         faults=faults, labels=r.labels, ttl_seconds=r.ttl_seconds, turn_count=turn_count,
         created_at=_ts(r.created_at), parent_session_id=r.parent_session_id,
+        fork_turn=base_count(r.lineage),
     )
     if r.seed is not None:
         msg.seed = r.seed
@@ -97,7 +109,7 @@ def step_response(result: StepResult) -> pb.StepResponse:
         usage=pb.Usage(input_tokens=t.input_tokens, output_tokens=t.output_tokens,
                        reasoning_tokens=t.reasoning_tokens),
         model_version=t.model_version, finish_reason=t.finish_reason, fault_kind=t.fault_kind,
-        replayed=result.replayed,
+        replayed=result.replayed, preview=result.preview, sample_index=result.sample, seed=t.seed,
     )
 
 

@@ -106,9 +106,10 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
                   directory: Directory | None = None) -> Gateway:
     """With ``database_url``, keys and quotas come from PostgreSQL and the Admin API works;
     without it, the dev key from settings is the only tenant (see ``static_directory``)."""
-    redis_store = RedisSessionStore.from_url(redis_url, settings.key_prefix)
+    redis_store = (store if isinstance(store, RedisSessionStore)
+                   else RedisSessionStore.from_url(redis_url, settings.key_prefix))
     store = store or redis_store
-    quota = RedisQuota(redis_store.client, settings.key_prefix)
+    quota = RedisQuota(redis_store.client, settings.key_prefix)  # shares the store's pool
     backend = backend or TritonBackend(settings.triton_url, settings.model_name)
     model = ModelTarget(settings.model_version_label, load_chat_template(settings.model_dir))
     repo = Repository(create_engine(database_url)) if database_url else None

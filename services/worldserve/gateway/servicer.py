@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import grpc
+from google.protobuf.struct_pb2 import Struct
 
 from worldserve.errors import InvalidArgument
-from worldserve.gateway import convert
-from worldserve.gateway.interceptors import current_tenant
+from worldserve.gateway import convert, trajectories
+from worldserve.gateway.batch import run_batch
+from worldserve.gateway.interceptors import current_tenant, status_code
 from worldserve.gateway.simulator import Simulator, StepResult
+from worldserve.sessions.lineage import base_count
 from worldserve.v1 import simulator_pb2 as pb
 from worldserve.v1 import simulator_pb2_grpc as pb_grpc
 
@@ -71,16 +74,43 @@ class SimulatorServicer(pb_grpc.SimulatorServicer):
 
     async def ForkSession(self, request: pb.ForkSessionRequest,
                           context: grpc.aio.ServicerContext) -> pb.Session:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "ForkSession is not implemented yet")
-        raise AssertionError
+        child = await self.sim.fork_session(
+            current_tenant.get(), request.session_id,
+            request.at_turn if request.HasField("at_turn") else None, dict(request.labels),
+            request.seed if request.HasField("seed") else None,
+            keep_seed=not request.HasField("seed"))
+        return convert.session_pb(child, base_count(child.lineage))
 
     async def BatchStep(self, request: pb.BatchStepRequest,
                         context: grpc.aio.ServicerContext) -> pb.BatchStepResponse:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "BatchStep is not implemented yet")
-        raise AssertionError
+        commit = request.commit if request.HasField("commit") else True
+        outcomes = await run_batch(self.sim, current_tenant.get(),
+                                   [convert.step_input(s) for s in request.steps], commit,
+                                   request.samples, _timeout(context))
+        items = []
+        for o in outcomes:
+            item = pb.BatchStepItem(request_index=o.request_index, sample_index=o.sample)
+            if o.result is not None:
+                item.response.CopyFrom(convert.step_response(o.result))
+            elif o.error is not None:
+                item.code = status_code(o.error).value[0]
+                item.message = str(o.error)
+            items.append(item)
+        return pb.BatchStepResponse(items=items)
 
     async def ExportTrajectory(self, request: pb.ExportTrajectoryRequest,
                                context: grpc.aio.ServicerContext) -> pb.ExportTrajectoryResponse:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED,
-                            "ExportTrajectory is not implemented yet")
-        raise AssertionError
+        content, summary = await trajectories.export(
+            self.sim, current_tenant.get(), request.session_id, request.format,
+            request.include_forks)
+        metadata = Struct()
+        metadata.update(summary)  # type: ignore[arg-type]
+        return pb.ExportTrajectoryResponse(format=str(summary["format"]), content=content,
+                                           metadata=metadata)
+
+    async def ImportTrajectory(self, request: pb.ImportTrajectoryRequest,
+                               context: grpc.aio.ServicerContext) -> pb.Session:
+        record, count = await trajectories.import_trajectory(
+            self.sim, current_tenant.get(), request.content, request.format,
+            convert.new_session(request))
+        return convert.session_pb(record, count)

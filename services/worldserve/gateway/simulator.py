@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import random
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -17,6 +19,7 @@ from typing import Any
 from worldserve.accounting.events import UsageEvent
 from worldserve.backends.base import Backend, Chunk, Completion
 from worldserve.domains.chat import render_chat
+from worldserve.domains.faults import control_instruction, fault_for, normalize_policy
 from worldserve.domains.parsing import MalformedCompletion, Part, StreamSplitter, parse_completion
 from worldserve.domains.rendering import (
     OBS_OPEN,
@@ -36,6 +39,7 @@ from worldserve.errors import (
 )
 from worldserve.quota.counters import RedisQuota, Reservation
 from worldserve.quota.limits import check_allowed, reservation_tokens
+from worldserve.sessions.lineage import base_count, fork_lineage
 from worldserve.sessions.records import Sampling, SessionRecord, TurnRecord
 from worldserve.sessions.rules import Verdict, admit
 from worldserve.sessions.store import SessionStore, Settlement
@@ -77,6 +81,8 @@ class StepResult:
     turn_index: int
     turn: TurnRecord
     replayed: bool = False
+    preview: bool = False  # a counterfactual: generated, not stored
+    sample: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +181,16 @@ class Simulator:
             raise InvalidArgument(f"ttl_seconds must be within [0, {s.max_session_ttl_s}]")
         return Sampling(temperature, top_p, max_tokens, new.reasoning_budget)
 
+    @staticmethod
+    def _fault_policy(domain: str, faults: dict[str, Any] | None) -> dict[str, Any]:
+        try:
+            policy = normalize_policy(domain, faults)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
+        if policy and "seed" not in policy:  # fixed now, so replays and forks see the same faults
+            policy["seed"] = random.getrandbits(31)
+        return policy
+
     async def create_session(self, tenant: str, new: NewSession) -> SessionRecord:
         sampling = self._validate_new(new)
         version = self._resolve_model(new.model)
@@ -190,7 +206,7 @@ class Simulator:
             session_id=session_id, tenant=tenant, domain=new.domain, model_version=version,
             task_instruction=new.task_instruction, initial_state=new.initial_state,
             system_prompt=new.system_prompt or system_prompt(Domain(new.domain)),
-            sampling=sampling, seed=new.seed, faults=new.faults or {},
+            sampling=sampling, seed=new.seed, faults=self._fault_policy(new.domain, new.faults),
             labels=dict(new.labels or {}), ttl_seconds=ttl, created_at=time.time(),
         )
         await self.store.put(record)
@@ -214,6 +230,34 @@ class Simulator:
                 out.append((loaded.record, loaded.turn_count))
         return out, (offset + count if more else None)
 
+    async def fork_session(self, tenant: str, session_id: str, at_turn: int | None = None,
+                           labels: dict[str, str] | None = None, seed: int | None = None,
+                           keep_seed: bool = True) -> SessionRecord:
+        """A child sharing the parent's first ``at_turn`` turns (copy-on-write, O(depth))."""
+        loaded = await self.store.load(tenant, session_id, with_turns=False)
+        if loaded is None:
+            raise NotFound(f"session {session_id} not found")
+        parent, total = loaded.record, loaded.turn_count
+        at = total if at_turn is None else at_turn
+        if not 0 <= at <= total:
+            raise InvalidArgument(f"at_turn must be within [0, {total}]")
+        limits = await self.directory.limits(tenant)
+        check_allowed(limits, tenant, parent.model_version, "", parent.domain)
+        own = total - base_count(parent.lineage)
+        child = dataclasses.replace(
+            parent, session_id="s_" + uuid.uuid4().hex, parent_session_id=parent.session_id,
+            lineage=fork_lineage(parent.session_id, parent.lineage, own, at),
+            created_at=time.time(), labels={**parent.labels, **(labels or {})},
+            seed=parent.seed if keep_seed else seed)
+        limit = NO_LIMIT if limits.max_sessions is None else limits.max_sessions
+        outcome = await self.store.fork(parent, child, limit)
+        if outcome == "missing":
+            raise NotFound(f"session {session_id} not found")
+        if outcome == "limit":
+            raise ResourceExhausted(f"tenant already holds {limit} open sessions",
+                                    subject=f"tenant:{tenant}:max_sessions", retry_after_s=30)
+        return child
+
     async def close_session(self, tenant: str, session_id: str) -> int:
         count = await self.store.close(tenant, session_id)
         if count is None:
@@ -236,17 +280,19 @@ class Simulator:
             raise InvalidArgument("expected_turn must not be negative")
 
     def _prompt(self, record: SessionRecord, turns: list[TurnRecord], step: StepInput,
-                strict: bool) -> str:
+                strict: bool, fault: str = "") -> str:
         history = [PastTurn(t.action, t.observation, t.current_state) for t in turns]
         prompt = PromptInput(record.system_prompt, record.task_instruction, record.initial_state,
-                             history, step.action, step.current_state)
+                             history, step.action, step.current_state,
+                             control_instruction(fault))
         messages = build_messages(prompt, self.settings.history_window_turns, strict=strict)
         return render_chat(self.model.chat_template, messages)
 
-    def _seed(self, record: SessionRecord, turn_number: int) -> int | None:
+    def _seed(self, record: SessionRecord, turn_number: int, sample: int = 0) -> int | None:
+        """Turn n's sampling seed; sample 0 is what a committed step uses."""
         if record.seed is None:
             return None
-        return (record.seed * 1_000_003 + turn_number) % (2**31 - 1)
+        return ((record.seed * 1_000_003 + turn_number) * 1_009 + sample) % (2**31 - 1)
 
     async def _generate(self, prompt: str, sampling: Sampling, seed: int | None, deadline: float,
                         meter: _Meter, text: list[str]) -> AsyncIterator[Delta]:
@@ -288,31 +334,36 @@ class Simulator:
                                  sampling.top_p, seed)
 
     @staticmethod
-    def _event(record: SessionRecord, meter: _Meter, started: float, outcome: str) -> UsageEvent:
+    def _event(record: SessionRecord, meter: _Meter, started: float, outcome: str,
+               fault: str = "") -> UsageEvent:
         ended = time.time()
         return UsageEvent(
             event_id=uuid.uuid4().hex, tenant=record.tenant, session_id=record.session_id,
             model_version=record.model_version, domain=record.domain,
             input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
             reasoning_tokens=meter.reasoning_tokens, latency_ms=int((ended - started) * 1000),
-            fault_kind="", started_at=started, ended_at=ended, outcome=outcome)
+            fault_kind=fault, started_at=started, ended_at=ended, outcome=outcome)
 
     async def _settle_failed(self, reservation: Reservation, record: SessionRecord, meter: _Meter,
-                             started: float, outcome: str) -> None:
+                             started: float, outcome: str, fault: str) -> None:
         """A step that stored nothing still used tokens: settle them and record the event.
 
         Shielded, so a cancelled RPC still settles; if Redis is down the reservation expires.
         """
-        event = self._event(record, meter, started, outcome)
+        event = self._event(record, meter, started, outcome, fault)
         try:
             await asyncio.shield(self.quota.settle(reservation, event))
         except Exception:
             log.warning("could not settle step of session %s; its reservation will expire",
                         record.session_id, exc_info=True)
 
-    async def step(self, tenant: str, step: StepInput, timeout_s: float | None
-                   ) -> AsyncIterator[StepEvent]:
-        """Deltas while the model writes, then the StepResult (stored, or replayed)."""
+    async def step(self, tenant: str, step: StepInput, timeout_s: float | None,
+                   commit: bool = True, sample: int = 0) -> AsyncIterator[StepEvent]:
+        """Deltas while the model writes, then the StepResult (stored, or replayed).
+
+        With ``commit=False`` the step is a counterfactual preview: generated and metered like
+        any step, never stored; ``sample`` selects its seed (sample 0 = the committed one's).
+        """
         self._check_step(step)
         loaded = await self.store.load(tenant, step.session_id)
         if loaded is None:
@@ -333,9 +384,10 @@ class Simulator:
         started = time.time()
         timeout = timeout_s or self.settings.step_timeout_s
         deadline = time.monotonic() + timeout
-        seed = self._seed(record, len(turns) + 1)
+        seed = self._seed(record, len(turns) + 1, sample)
         sampling = record.sampling
-        first_prompt = self._prompt(record, turns, step, strict=False)
+        fault = fault_for(record.faults, record.domain, len(turns) + 1, record.session_id)
+        first_prompt = self._prompt(record, turns, step, strict=False, fault=fault)
         limits = await self.directory.limits(tenant)
         check_allowed(limits, tenant, record.model_version, "", record.domain)  # quotas change
         tokens = reservation_tokens(_utf8_len(first_prompt), sampling.max_tokens,
@@ -348,7 +400,8 @@ class Simulator:
             for attempt in range(2):
                 if attempt:
                     yield Restart("the model's answer had no complete observation; retrying")
-                prompt = first_prompt if attempt == 0 else self._prompt(record, turns, step, True)
+                prompt = (first_prompt if attempt == 0
+                          else self._prompt(record, turns, step, True, fault))
                 text: list[str] = []
                 async for delta in self._generate(prompt, sampling, seed, deadline, meter, text):
                     yield delta
@@ -364,7 +417,7 @@ class Simulator:
         except BaseException as exc:
             cancelled = isinstance(exc, asyncio.CancelledError | GeneratorExit)
             await self._settle_failed(reservation, record, meter, started,
-                                      "cancelled" if cancelled else "error")
+                                      "cancelled" if cancelled else "error", fault)
             raise
         turn = TurnRecord(
             action=step.action, observation=parsed.observation, reasoning=parsed.reasoning,
@@ -373,10 +426,17 @@ class Simulator:
             model_version=record.model_version, finish_reason=meter.finish or "stop",
             created_at=time.time(), current_state=step.current_state, seed=seed,
             sampling={"temperature": sampling.temperature, "top_p": sampling.top_p,
-                      "max_tokens": sampling.max_tokens},
+                      "max_tokens": sampling.max_tokens,
+                      "reasoning_budget": sampling.reasoning_budget},
+            fault_kind=fault,
         )
+        if not commit:
+            await self.quota.settle(reservation, self._event(record, meter, started, "preview",
+                                                             fault))
+            yield StepResult(record.session_id, len(turns) + 1, turn, preview=True, sample=sample)
+            return
         expected = len(turns) if step.expected_turn is None else step.expected_turn
-        event = self._event(record, meter, started, "ok")
+        event = self._event(record, meter, started, "ok", fault)
         settlement = Settlement(self.quota.settle_keys(reservation, event.ended_at),
                                 self.quota.settle_args(reservation, event))
         result = await self.store.commit(record, turn, expected, max_turns, settlement)

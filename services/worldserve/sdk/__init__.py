@@ -14,6 +14,10 @@ from worldserve.errors import (
 from worldserve.sdk._convert import InternalError, Unimplemented
 from worldserve.sdk.client import AsyncClient, Client
 from worldserve.sdk.types import (
+    BatchItem,
+    BatchStep,
+    Export,
+    FaultPolicy,
     ObservationDelta,
     ReasoningDelta,
     Restart,
@@ -27,8 +31,12 @@ from worldserve.sdk.types import (
 __all__ = [
     "Aborted",
     "AsyncClient",
+    "BatchItem",
+    "BatchStep",
     "Client",
     "DeadlineExceeded",
+    "Export",
+    "FaultPolicy",
     "InternalError",
     "InvalidArgument",
     "NotFound",

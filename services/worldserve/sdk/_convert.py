@@ -9,6 +9,10 @@ import grpc
 
 from worldserve import errors
 from worldserve.sdk.types import (
+    BatchItem,
+    BatchStep,
+    Export,
+    FaultPolicy,
     ObservationDelta,
     ReasoningDelta,
     Restart,
@@ -82,6 +86,67 @@ def create_request(domain: str, **kw: Any) -> pb.CreateSessionRequest:
         req.system_prompt = kw["system_prompt"]
     if kw.get("seed") is not None:
         req.seed = kw["seed"]
+    if kw.get("faults") is not None:
+        req.faults.CopyFrom(fault_policy(kw["faults"]))
+    return req
+
+
+def fault_policy(f: FaultPolicy) -> pb.FaultPolicy:
+    msg = pb.FaultPolicy(kinds=list(f.kinds), rate=f.rate, turns=list(f.turns))
+    if f.seed is not None:
+        msg.seed = f.seed
+    return msg
+
+
+def fork_request(session_id: str, at_turn: int | None, labels: dict[str, str] | None,
+                 seed: int | None) -> pb.ForkSessionRequest:
+    req = pb.ForkSessionRequest(session_id=session_id, labels=labels or {})
+    if at_turn is not None:
+        req.at_turn = at_turn
+    if seed is not None:
+        req.seed = seed
+    return req
+
+
+def batch_request(steps: list[BatchStep] | list[tuple[str, str]], commit: bool, samples: int
+                  ) -> pb.BatchStepRequest:
+    items = [s if isinstance(s, BatchStep) else BatchStep(*s) for s in steps]
+    return pb.BatchStepRequest(
+        steps=[step_request(s.session_id, s.action, s.expected_turn, s.current_state)
+               for s in items], commit=commit, samples=samples)
+
+
+def batch_items(r: pb.BatchStepResponse) -> list[BatchItem]:
+    out = []
+    for item in r.items:
+        if item.code:
+            code = next((c for c in grpc.StatusCode if c.value[0] == item.code),
+                        grpc.StatusCode.UNKNOWN)
+            error: Exception | None = _BY_CODE.get(code, InternalError)(item.message)
+            out.append(BatchItem(item.request_index, item.sample_index, None, error))
+        else:
+            out.append(BatchItem(item.request_index, item.sample_index,
+                                 step_result(item.response), None))
+    return out
+
+
+def export_result(r: pb.ExportTrajectoryResponse) -> Export:
+    from google.protobuf.json_format import MessageToDict
+
+    return Export(r.format, r.content, MessageToDict(r.metadata))
+
+
+def import_request(content: bytes, **kw: Any) -> pb.ImportTrajectoryRequest:
+    req = pb.ImportTrajectoryRequest(
+        content=content, format="agentworldbench", model=kw.get("model") or "",
+        sampling=sampling(kw.get("temperature"), kw.get("top_p"), kw.get("max_tokens")),
+        labels=kw.get("labels") or {}, ttl_seconds=kw.get("ttl_seconds") or 0)
+    if kw.get("domain"):
+        req.domain = create_request(kw["domain"]).domain
+    if kw.get("seed") is not None:
+        req.seed = kw["seed"]
+    if kw.get("faults") is not None:
+        req.faults.CopyFrom(fault_policy(kw["faults"]))
     return req
 
 
@@ -101,7 +166,8 @@ def _usage(u: pb.Usage) -> Usage:
 
 def step_result(r: pb.StepResponse) -> StepResult:
     return StepResult(r.session_id, r.turn, r.observation, r.reasoning, _usage(r.usage),
-                      r.model_version, r.finish_reason, r.fault_kind, r.replayed)
+                      r.model_version, r.finish_reason, r.fault_kind, r.replayed, r.preview,
+                      r.sample_index, r.seed if r.HasField("seed") else None)
 
 
 def stream_event(e: pb.StepEvent) -> StreamEvent:
@@ -123,6 +189,8 @@ def session_info(s: pb.Session) -> SessionInfo:
         seed=s.seed if s.HasField("seed") else None, labels=dict(s.labels),
         created_at=s.created_at.ToDatetime(tzinfo=UTC),
         turns=[Turn(t.index, t.action, t.observation, t.reasoning, _usage(t.usage),
-                    t.model_version, t.finish_reason, t.created_at.ToDatetime(tzinfo=UTC))
+                    t.model_version, t.finish_reason, t.created_at.ToDatetime(tzinfo=UTC),
+                    t.fault_kind, t.seed if t.HasField("seed") else None, t.imported)
                for t in s.turns],
+        parent_session_id=s.parent_session_id, fork_turn=s.fork_turn,
     )

@@ -15,7 +15,15 @@ from typing import Any
 import grpc
 
 from worldserve.sdk import _convert as cv
-from worldserve.sdk.types import SessionInfo, StepResult, StreamEvent
+from worldserve.sdk.types import (
+    BatchItem,
+    BatchStep,
+    Export,
+    FaultPolicy,
+    SessionInfo,
+    StepResult,
+    StreamEvent,
+)
 from worldserve.v1 import simulator_pb2 as pb
 from worldserve.v1 import simulator_pb2_grpc as pb_grpc
 
@@ -52,13 +60,13 @@ class Client:
                        temperature: float | None = None, top_p: float | None = None,
                        max_tokens: int | None = None, reasoning_budget: int | None = None,
                        seed: int | None = None, labels: dict[str, str] | None = None,
-                       ttl_seconds: int = 0) -> SessionInfo:
+                       ttl_seconds: int = 0, faults: FaultPolicy | None = None) -> SessionInfo:
         req = cv.create_request(domain, task_instruction=task_instruction,
                                 initial_state=initial_state, model=model,
                                 system_prompt=system_prompt, temperature=temperature,
                                 top_p=top_p, max_tokens=max_tokens,
                                 reasoning_budget=reasoning_budget, seed=seed, labels=labels,
-                                ttl_seconds=ttl_seconds)
+                                ttl_seconds=ttl_seconds, faults=faults)
         return cv.session_info(self._call(self._stub.CreateSession, req, None))
 
     def step(self, session_id: str, action: str, *, expected_turn: int | None = None,
@@ -85,6 +93,32 @@ class Client:
         """Closes the session; returns how many turns it had."""
         req = pb.CloseSessionRequest(session_id=session_id)
         return int(self._call(self._stub.CloseSession, req, None).turn_count)
+
+    def fork(self, session_id: str, *, at_turn: int | None = None,
+             labels: dict[str, str] | None = None, seed: int | None = None) -> SessionInfo:
+        """A new session sharing the first ``at_turn`` turns (all if None), copy-on-write."""
+        req = cv.fork_request(session_id, at_turn, labels, seed)
+        return cv.session_info(self._call(self._stub.ForkSession, req, None))
+
+    def batch_step(self, steps: list[BatchStep] | list[tuple[str, str]], *, commit: bool = True,
+                   samples: int = 1, timeout_s: float | None = None) -> list[BatchItem]:
+        """Many steps in one call; ``commit=False`` previews them (N ``samples`` each)."""
+        req = cv.batch_request(steps, commit, samples)
+        return cv.batch_items(self._call(self._stub.BatchStep, req, timeout_s))
+
+    def export(self, session_id: str, *, format: str = "agentworldbench",
+               include_forks: bool = False) -> Export:
+        req = pb.ExportTrajectoryRequest(session_id=session_id, format=format,
+                                         include_forks=include_forks)
+        return cv.export_result(self._call(self._stub.ExportTrajectory, req, None))
+
+    def import_trajectory(self, content: bytes, **options: Any) -> SessionInfo:
+        """Start a session from an AgentWorldBench JSONL trajectory (its real history).
+
+        Options: domain, model, temperature, top_p, max_tokens, seed, faults, labels,
+        ttl_seconds."""
+        req = cv.import_request(content, **options)
+        return cv.session_info(self._call(self._stub.ImportTrajectory, req, None))
 
 
 class AsyncClient:
@@ -116,13 +150,14 @@ class AsyncClient:
                              top_p: float | None = None, max_tokens: int | None = None,
                              reasoning_budget: int | None = None, seed: int | None = None,
                              labels: dict[str, str] | None = None,
-                             ttl_seconds: int = 0) -> SessionInfo:
+                             ttl_seconds: int = 0, faults: FaultPolicy | None = None
+                             ) -> SessionInfo:
         req = cv.create_request(domain, task_instruction=task_instruction,
                                 initial_state=initial_state, model=model,
                                 system_prompt=system_prompt, temperature=temperature,
                                 top_p=top_p, max_tokens=max_tokens,
                                 reasoning_budget=reasoning_budget, seed=seed, labels=labels,
-                                ttl_seconds=ttl_seconds)
+                                ttl_seconds=ttl_seconds, faults=faults)
         return cv.session_info(await self._call(self._stub.CreateSession, req, None))
 
     async def step(self, session_id: str, action: str, *, expected_turn: int | None = None,
@@ -149,3 +184,25 @@ class AsyncClient:
     async def close_session(self, session_id: str) -> int:
         req = pb.CloseSessionRequest(session_id=session_id)
         return int((await self._call(self._stub.CloseSession, req, None)).turn_count)
+
+    async def fork(self, session_id: str, *, at_turn: int | None = None,
+                   labels: dict[str, str] | None = None, seed: int | None = None
+                   ) -> SessionInfo:
+        req = cv.fork_request(session_id, at_turn, labels, seed)
+        return cv.session_info(await self._call(self._stub.ForkSession, req, None))
+
+    async def batch_step(self, steps: list[BatchStep] | list[tuple[str, str]], *,
+                         commit: bool = True, samples: int = 1, timeout_s: float | None = None
+                         ) -> list[BatchItem]:
+        req = cv.batch_request(steps, commit, samples)
+        return cv.batch_items(await self._call(self._stub.BatchStep, req, timeout_s))
+
+    async def export(self, session_id: str, *, format: str = "agentworldbench",
+                     include_forks: bool = False) -> Export:
+        req = pb.ExportTrajectoryRequest(session_id=session_id, format=format,
+                                         include_forks=include_forks)
+        return cv.export_result(await self._call(self._stub.ExportTrajectory, req, None))
+
+    async def import_trajectory(self, content: bytes, **options: Any) -> SessionInfo:
+        req = cv.import_request(content, **options)
+        return cv.session_info(await self._call(self._stub.ImportTrajectory, req, None))

@@ -24,6 +24,9 @@ class StepResult:
     finish_reason: str
     fault_kind: str = ""
     replayed: bool = False
+    preview: bool = False  # a counterfactual (batch_step with commit=False): not stored
+    sample_index: int = 0
+    seed: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,9 @@ class Turn:
     model_version: str
     finish_reason: str
     created_at: datetime
+    fault_kind: str = ""
+    seed: int | None = None
+    imported: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +57,44 @@ class SessionInfo:
     labels: dict[str, str]
     created_at: datetime
     turns: list[Turn] = field(default_factory=list)
+    parent_session_id: str = ""
+    fork_turn: int = 0  # turns shared with the parent
+
+
+@dataclass(frozen=True, slots=True)
+class FaultPolicy:
+    """Injected environment failures: kinds (empty = all of the domain's), a per-turn rate
+    and/or 1-based turn numbers, and the policy's own seed."""
+
+    kinds: tuple[str, ...] = ()
+    rate: float = 0.0
+    turns: tuple[int, ...] = ()
+    seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStep:
+    session_id: str
+    action: str
+    expected_turn: int | None = None
+    current_state: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    """One answer of ``batch_step``: a result, or the error of that item alone."""
+
+    request_index: int
+    sample_index: int
+    result: StepResult | None
+    error: Exception | None
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    format: str
+    content: bytes
+    metadata: dict[str, object]
 
 
 @dataclass(frozen=True, slots=True)

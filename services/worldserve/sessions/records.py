@@ -31,6 +31,8 @@ class SessionRecord:
     ttl_seconds: int
     created_at: float
     parent_session_id: str = ""
+    # copy-on-write history: (ancestor session id, its first N own turns), oldest first
+    lineage: list[tuple[str, int]] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -39,6 +41,7 @@ class SessionRecord:
     def from_json(cls, raw: str | bytes) -> SessionRecord:
         data = json.loads(raw)
         data["sampling"] = Sampling(**data["sampling"])
+        data["lineage"] = [(sid, int(n)) for sid, n in data.get("lineage", [])]
         return cls(**data)
 
 
@@ -59,6 +62,7 @@ class TurnRecord:
     fault_kind: str = ""
     seed: int | None = None
     sampling: dict[str, Any] = field(default_factory=dict)
+    imported: bool = False  # from a recorded (real) trajectory, not generated
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

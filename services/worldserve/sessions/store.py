@@ -1,12 +1,15 @@
 """Sessions in Redis: metadata + an append-only turn list, idle TTL, tenant-scoped keys.
 
-Key layout (the ``{…}`` hash tag keeps a session's keys in one cluster slot, so the Lua commit
-is atomic on Redis Cluster too; the tenant is part of every key, so another tenant's id simply
-does not resolve):
+Key layout (the tenant is part of every key, so another tenant's id simply does not resolve):
 
     {prefix}:{t:<tenant>:s:<sid>}:meta   JSON SessionRecord          (EX idle TTL)
-    {prefix}:{t:<tenant>:s:<sid>}:turns  list of JSON TurnRecord     (EX idle TTL)
+    {prefix}:{t:<tenant>:s:<sid>}:turns  list of JSON TurnRecord, the session's *own* turns
+    {prefix}:{t:<tenant>:s:<sid>}:forks  set of forks taken from it (then its turns outlive a close)
     {prefix}:{t:<tenant>}:sessions       zset sid -> expiry (epoch s), for limits and listing
+
+A fork reads its inherited turns from its ancestors' turn lists (``sessions.lineage``). The
+commit script also touches the quota keys, the usage stream and a fork's ancestors, so it needs
+one Redis primary (see docs/TENANCY.md).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worldserve.errors import StoreUnavailable
 from worldserve.quota.lua import SETTLE_FN
+from worldserve.sessions.lineage import base_count
 from worldserve.sessions.records import SessionRecord, TurnRecord
 
 T = TypeVar("T")
@@ -34,33 +38,77 @@ redis.call('ZADD', KEYS[1], ARGV[2], ARGV[3])
 return 1
 """
 
-# KEYS: meta, turns[, 6 settle keys]. ARGV: expected (-1 = any), turn json, action, ttl,
-# max_turns[, 4 settle args]. With the settle part (quota.counters), the step's reservation is
-# settled and its usage event written in the same atomic call, whatever the outcome.
+# Referenced turn lists (a fork's ancestors) must outlive the sessions that read them: every
+# write that touches a session lifts their time-to-live to at least the session's.
+_KEEP_ALIVE_FN = """
+local function keep_alive(first, last, ttl)
+  for i = first, last do
+    local left = redis.call('TTL', KEYS[i])
+    if left >= 0 and left < ttl then redis.call('EXPIRE', KEYS[i], ttl) end
+  end
+end
+"""
+
+# KEYS: meta, turns, <na ancestor turn lists>[, 6 settle keys].
+# ARGV: expected (-1 = any, counted over the whole history), turn json, action, ttl, max_turns,
+#       base (inherited turns), na[, 4 settle args].
+# With the settle part (quota.counters) the step's reservation is settled and its usage event
+# written in the same atomic call, whatever the outcome.
 _COMMIT_BODY = """
+local base = tonumber(ARGV[6])
+local na = tonumber(ARGV[7])
+local ttl = tonumber(ARGV[4])
 local function commit()
   if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', '0'} end
-  local n = redis.call('LLEN', KEYS[2])
+  local n = redis.call('LLEN', KEYS[2]) + base
   local expected = tonumber(ARGV[1])
   if expected >= 0 and n ~= expected then
-    if n > expected then
-      local stored = redis.call('LINDEX', KEYS[2], expected)
+    if n > expected and expected >= base then
+      local stored = redis.call('LINDEX', KEYS[2], expected - base)
       if cjson.decode(stored)['action'] == ARGV[3] then return {'replay', stored} end
     end
     return {'conflict', tostring(n)}
   end
   if n >= tonumber(ARGV[5]) then return {'limit', tostring(n)} end
   redis.call('RPUSH', KEYS[2], ARGV[2])
-  redis.call('EXPIRE', KEYS[1], ARGV[4])
-  redis.call('EXPIRE', KEYS[2], ARGV[4])
+  redis.call('EXPIRE', KEYS[1], ttl)
+  redis.call('EXPIRE', KEYS[2], ttl)
+  keep_alive(3, 2 + na, ttl)
   return {'ok', tostring(n + 1)}
 end
 local result = commit()
-if #KEYS > 2 then
-  settle({KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]},
-         {ARGV[6], ARGV[7], ARGV[8], ARGV[9], result[1]})
+local s = 2 + na
+if #KEYS > s then
+  settle({KEYS[s + 1], KEYS[s + 2], KEYS[s + 3], KEYS[s + 4], KEYS[s + 5], KEYS[s + 6]},
+         {ARGV[8], ARGV[9], ARGV[10], ARGV[11], result[1]})
 end
 return result
+"""
+
+# KEYS: parent meta, tenant index, child meta, parent's set of forks, <referenced turn lists>.
+# ARGV: now, lease expiry, child id, session limit, child json, ttl.
+_FORK = _KEEP_ALIVE_FN + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'missing' end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return 'limit' end
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('SET', KEYS[3], ARGV[5], 'EX', ARGV[6])
+redis.call('SADD', KEYS[4], ARGV[3])
+if redis.call('TTL', KEYS[4]) < tonumber(ARGV[6]) then redis.call('EXPIRE', KEYS[4], ARGV[6]) end
+keep_alive(5, #KEYS, tonumber(ARGV[6]))
+return 'ok'
+"""
+
+# KEYS: meta, turns, forks counter, tenant index. ARGV: session id.
+# A session that was forked keeps its turn list (descendants read it); it expires on its own,
+# kept alive by their writes.
+_CLOSE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local n = redis.call('LLEN', KEYS[2])
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+if redis.call('EXISTS', KEYS[3]) == 0 then redis.call('DEL', KEYS[2]) end
+return n
 """
 
 
@@ -88,12 +136,15 @@ class CommitResult:
 
 class SessionStore(Protocol):
     async def admit(self, tenant: str, session_id: str, ttl: int, limit: int) -> bool: ...
-    async def put(self, record: SessionRecord) -> None: ...
+    async def put(self, record: SessionRecord, turns: list[TurnRecord] | None = None
+                  ) -> None: ...
     async def load(self, tenant: str, session_id: str, with_turns: bool = True
                    ) -> LoadedSession | None: ...
     async def commit(self, record: SessionRecord, turn: TurnRecord, expected: int | None,
                      max_turns: int, settlement: Settlement | None = None) -> CommitResult: ...
     async def list_ids(self, tenant: str, offset: int, count: int) -> list[str]: ...
+    async def fork(self, parent: SessionRecord, child: SessionRecord, limit: int) -> str: ...
+    async def forks(self, tenant: str, session_id: str) -> list[str]: ...
     async def close(self, tenant: str, session_id: str) -> int | None: ...
     async def ping(self) -> bool: ...
 
@@ -112,7 +163,9 @@ class RedisSessionStore:
         self._r = client
         self._p = prefix
         self._admit = client.register_script(_ADMIT)
-        self._commit = client.register_script(SETTLE_FN + _COMMIT_BODY)
+        self._commit = client.register_script(SETTLE_FN + _KEEP_ALIVE_FN + _COMMIT_BODY)
+        self._fork = client.register_script(_FORK)
+        self._close = client.register_script(_CLOSE)
 
     @property
     def client(self) -> aioredis.Redis:
@@ -137,13 +190,30 @@ class RedisSessionStore:
         args: list[Any] = [now, now + ttl, session_id, limit]
         return bool(await guard(lambda: self._admit(keys=keys, args=args)))
 
-    async def put(self, record: SessionRecord) -> None:
-        meta, _ = self._keys(record.tenant, record.session_id)
-        await guard(lambda: self._r.set(meta, record.to_json(), ex=record.ttl_seconds))
+    async def put(self, record: SessionRecord, turns: list[TurnRecord] | None = None) -> None:
+        """Store a session's metadata (and, for an imported one, its first turns)."""
+        meta, turns_key = self._keys(record.tenant, record.session_id)
+
+        async def run() -> None:
+            pipe = self._r.pipeline(transaction=True)
+            pipe.set(meta, record.to_json(), ex=record.ttl_seconds)
+            if turns:
+                pipe.rpush(turns_key, *[t.to_json() for t in turns])
+                pipe.expire(turns_key, record.ttl_seconds)
+            await pipe.execute()
+
+        await guard(run)
+
+    def _turns_key(self, tenant: str, sid: str) -> str:
+        return self._keys(tenant, sid)[1]
+
+    def _lineage_keys(self, record: SessionRecord) -> list[str]:
+        return [self._turns_key(record.tenant, sid) for sid, _ in record.lineage]
 
     async def load(self, tenant: str, session_id: str, with_turns: bool = True
                    ) -> LoadedSession | None:
-        """Metadata with the turns (or only their count), in one round trip."""
+        """Metadata with the turns (or only their count): one round trip, two for a fork
+        whose inherited turns are asked for."""
         meta, turns = self._keys(tenant, session_id)
 
         async def run() -> list[Any]:
@@ -159,17 +229,33 @@ class RedisSessionStore:
         if raw_meta is None:
             return None
         record = SessionRecord.from_json(raw_meta)
+        base = base_count(record.lineage)
         if not with_turns:
-            return LoadedSession(record, [], int(raw_turns))
-        parsed = [TurnRecord.from_json(t) for t in raw_turns]
+            return LoadedSession(record, [], base + int(raw_turns))
+        inherited: list[Any] = []
+        if record.lineage:
+            async def ancestors() -> list[Any]:
+                pipe = self._r.pipeline(transaction=False)
+                for sid, count in record.lineage:
+                    pipe.lrange(self._turns_key(tenant, sid), 0, count - 1)
+                return list(await pipe.execute())
+
+            for (sid, count), part in zip(record.lineage, await guard(ancestors), strict=True):
+                if len(part) < count:
+                    raise StoreUnavailable(f"the history that session {session_id} shares with "
+                                           f"{sid} is gone (expired)")
+                inherited.extend(part)
+        parsed = [TurnRecord.from_json(t) for t in [*inherited, *raw_turns]]
         return LoadedSession(record, parsed, len(parsed))
 
     async def commit(self, record: SessionRecord, turn: TurnRecord, expected: int | None,
                      max_turns: int, settlement: Settlement | None = None) -> CommitResult:
         meta, turns = self._keys(record.tenant, record.session_id)
-        keys = [meta, turns]
+        ancestors = self._lineage_keys(record)
+        keys = [meta, turns, *ancestors]
         args: list[Any] = [-1 if expected is None else expected, turn.to_json(), turn.action,
-                           record.ttl_seconds, max_turns]
+                           record.ttl_seconds, max_turns, base_count(record.lineage),
+                           len(ancestors)]
         if settlement is not None:
             keys += settlement.keys
             args += settlement.args[:4]
@@ -183,23 +269,40 @@ class RedisSessionStore:
             await guard(lambda: self._r.zadd(index, {record.session_id: expiry}, xx=True))
         return CommitResult(outcome, count)
 
+    async def fork(self, parent: SessionRecord, child: SessionRecord, limit: int) -> str:
+        """Store a child that shares the parent's turns: 'ok', 'missing' or 'limit'."""
+        p_meta, _ = self._keys(parent.tenant, parent.session_id)
+        c_meta, _ = self._keys(child.tenant, child.session_id)
+        forks = p_meta.removesuffix(":meta") + ":forks"
+        referenced = [self._turns_key(child.tenant, sid) for sid, _ in child.lineage]
+        now = time.time()
+        keys = [p_meta, self._index(child.tenant), c_meta, forks, *referenced]
+        args: list[Any] = [now, now + child.ttl_seconds, child.session_id, limit,
+                           child.to_json(), child.ttl_seconds]
+        raw = await guard(lambda: self._fork(keys=keys, args=args))
+        return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+    async def forks(self, tenant: str, session_id: str) -> list[str]:
+        """Ids of the forks taken from a session (some may since be closed or expired)."""
+        meta, _ = self._keys(tenant, session_id)
+        raw = await guard(lambda: self._r.smembers(meta.removesuffix(":meta") + ":forks"))
+        return sorted(r.decode() if isinstance(r, bytes) else str(r) for r in raw)
+
     async def list_ids(self, tenant: str, offset: int, count: int) -> list[str]:
         raw = await guard(lambda: self._r.zrangebyscore(
             self._index(tenant), time.time(), "+inf", start=offset, num=count))
         return [r.decode() if isinstance(r, bytes) else str(r) for r in raw]
 
     async def close(self, tenant: str, session_id: str) -> int | None:
+        """Delete a session; its turn count, or None if unknown. Forks keep working."""
         meta, turns = self._keys(tenant, session_id)
-
-        async def run() -> list[Any]:
-            pipe = self._r.pipeline(transaction=False)
-            pipe.llen(turns)
-            pipe.delete(meta, turns)
-            pipe.zrem(self._index(tenant), session_id)
-            return list(await pipe.execute())
-
-        count, deleted, _ = await guard(run)
-        return int(count) if deleted else None
+        loaded = await self.load(tenant, session_id, with_turns=False)
+        if loaded is None:
+            return None
+        forks = meta.removesuffix(":meta") + ":forks"
+        keys = [meta, turns, forks, self._index(tenant)]
+        own = int(await guard(lambda: self._close(keys=keys, args=[session_id])))
+        return None if own < 0 else base_count(loaded.record.lineage) + own
 
     async def ping(self) -> bool:
         return bool(await guard(lambda: self._r.ping()))

@@ -248,6 +248,9 @@ class Turn(_message.Message):
     FAULT_KIND_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     CURRENT_STATE_FIELD_NUMBER: _builtins.int
+    SEED_FIELD_NUMBER: _builtins.int
+    SAMPLING_FIELD_NUMBER: _builtins.int
+    IMPORTED_FIELD_NUMBER: _builtins.int
     index: _builtins.int
     action: _builtins.str
     observation: _builtins.str
@@ -256,10 +259,16 @@ class Turn(_message.Message):
     finish_reason: _builtins.str
     fault_kind: _builtins.str
     current_state: _builtins.str
+    seed: _builtins.int
+    """Receipt: the seed and sampling parameters this turn was generated with."""
+    imported: _builtins.bool
+    """True for a turn imported from a recorded (real) trajectory."""
     @_builtins.property
     def usage(self) -> Global___Usage: ...
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def sampling(self) -> Global___SamplingParams: ...
     def __init__(
         self,
         *,
@@ -273,12 +282,17 @@ class Turn(_message.Message):
         fault_kind: _builtins.str = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         current_state: _builtins.str = ...,
+        seed: _builtins.int | None = ...,
+        sampling: Global___SamplingParams | None = ...,
+        imported: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "created_at", b"created_at", "sampling", b"sampling", "seed", b"seed", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "created_at", b"created_at", "current_state", b"current_state", "fault_kind", b"fault_kind", "finish_reason", b"finish_reason", "index", b"index", "model_version", b"model_version", "observation", b"observation", "reasoning", b"reasoning", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "action", b"action", "created_at", b"created_at", "current_state", b"current_state", "fault_kind", b"fault_kind", "finish_reason", b"finish_reason", "imported", b"imported", "index", b"index", "model_version", b"model_version", "observation", b"observation", "reasoning", b"reasoning", "sampling", b"sampling", "seed", b"seed", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__seed: _TypeAlias = _typing.Literal["seed"]  # noqa: Y015
+    _WhichOneofArgType__seed: _TypeAlias = _typing.Literal["_seed", b"_seed"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__seed) -> _WhichOneofReturnType__seed | None: ...
 
 Global___Turn: _TypeAlias = Turn  # noqa: Y015
 
@@ -322,6 +336,7 @@ class Session(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _builtins.int
     TURNS_FIELD_NUMBER: _builtins.int
     PARENT_SESSION_ID_FIELD_NUMBER: _builtins.int
+    FORK_TURN_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     domain: Global___Domain.ValueType
     model_version: _builtins.str
@@ -332,6 +347,8 @@ class Session(_message.Message):
     ttl_seconds: _builtins.int
     turn_count: _builtins.int
     parent_session_id: _builtins.str
+    fork_turn: _builtins.int
+    """Turns shared with the parent (copy-on-write) when this session is a fork."""
     @_builtins.property
     def sampling(self) -> Global___SamplingParams: ...
     @_builtins.property
@@ -365,10 +382,11 @@ class Session(_message.Message):
         updated_at: _timestamp_pb2.Timestamp | None = ...,
         turns: _abc.Iterable[Global___Turn] | None = ...,
         parent_session_id: _builtins.str = ...,
+        fork_turn: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "created_at", b"created_at", "faults", b"faults", "sampling", b"sampling", "seed", b"seed", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "created_at", b"created_at", "domain", b"domain", "faults", b"faults", "initial_state", b"initial_state", "labels", b"labels", "model_version", b"model_version", "parent_session_id", b"parent_session_id", "sampling", b"sampling", "seed", b"seed", "session_id", b"session_id", "system_prompt", b"system_prompt", "task_instruction", b"task_instruction", "ttl_seconds", b"ttl_seconds", "turn_count", b"turn_count", "turns", b"turns", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "created_at", b"created_at", "domain", b"domain", "faults", b"faults", "fork_turn", b"fork_turn", "initial_state", b"initial_state", "labels", b"labels", "model_version", b"model_version", "parent_session_id", b"parent_session_id", "sampling", b"sampling", "seed", b"seed", "session_id", b"session_id", "system_prompt", b"system_prompt", "task_instruction", b"task_instruction", "ttl_seconds", b"ttl_seconds", "turn_count", b"turn_count", "turns", b"turns", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__seed: _TypeAlias = _typing.Literal["seed"]  # noqa: Y015
     _WhichOneofArgType__seed: _TypeAlias = _typing.Literal["_seed", b"_seed"]  # noqa: Y015
@@ -425,6 +443,9 @@ class StepResponse(_message.Message):
     FINISH_REASON_FIELD_NUMBER: _builtins.int
     FAULT_KIND_FIELD_NUMBER: _builtins.int
     REPLAYED_FIELD_NUMBER: _builtins.int
+    PREVIEW_FIELD_NUMBER: _builtins.int
+    SAMPLE_INDEX_FIELD_NUMBER: _builtins.int
+    SEED_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     observation: _builtins.str
     reasoning: _builtins.str
@@ -435,6 +456,10 @@ class StepResponse(_message.Message):
     fault_kind: _builtins.str
     replayed: _builtins.bool
     """True when this is the stored result of an already applied step (idempotent retry)."""
+    preview: _builtins.bool
+    """True for a counterfactual preview (BatchStep with commit=false): nothing was stored."""
+    sample_index: _builtins.int
+    seed: _builtins.int
     @_builtins.property
     def usage(self) -> Global___Usage: ...
     def __init__(
@@ -449,12 +474,17 @@ class StepResponse(_message.Message):
         finish_reason: _builtins.str = ...,
         fault_kind: _builtins.str = ...,
         replayed: _builtins.bool = ...,
+        preview: _builtins.bool = ...,
+        sample_index: _builtins.int = ...,
+        seed: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "seed", b"seed", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["fault_kind", b"fault_kind", "finish_reason", b"finish_reason", "model_version", b"model_version", "observation", b"observation", "reasoning", b"reasoning", "replayed", b"replayed", "session_id", b"session_id", "turn", b"turn", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "fault_kind", b"fault_kind", "finish_reason", b"finish_reason", "model_version", b"model_version", "observation", b"observation", "preview", b"preview", "reasoning", b"reasoning", "replayed", b"replayed", "sample_index", b"sample_index", "seed", b"seed", "session_id", b"session_id", "turn", b"turn", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__seed: _TypeAlias = _typing.Literal["seed"]  # noqa: Y015
+    _WhichOneofArgType__seed: _TypeAlias = _typing.Literal["_seed", b"_seed"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__seed) -> _WhichOneofReturnType__seed | None: ...
 
 Global___StepResponse: _TypeAlias = StepResponse  # noqa: Y015
 
@@ -517,24 +547,38 @@ class ForkSessionRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     AT_TURN_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
+    SEED_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     at_turn: _builtins.int
+    """Share the parent's first at_turn turns; unset = all of them."""
+    seed: _builtins.int
+    """Unset = the parent's seed (a fork then reproduces the parent's next turns); set distinct
+    seeds for diverse group rollouts.
+    """
     @_builtins.property
-    def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Added to (and overriding) the parent's labels."""
+
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         at_turn: _builtins.int | None = ...,
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        seed: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_at_turn", b"_at_turn", "at_turn", b"at_turn"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_at_turn", b"_at_turn", "_seed", b"_seed", "at_turn", b"at_turn", "seed", b"seed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_at_turn", b"_at_turn", "at_turn", b"at_turn", "labels", b"labels", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_at_turn", b"_at_turn", "_seed", b"_seed", "at_turn", b"at_turn", "labels", b"labels", "seed", b"seed", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__at_turn: _TypeAlias = _typing.Literal["at_turn"]  # noqa: Y015
     _WhichOneofArgType__at_turn: _TypeAlias = _typing.Literal["_at_turn", b"_at_turn"]  # noqa: Y015
+    _WhichOneofReturnType__seed: _TypeAlias = _typing.Literal["seed"]  # noqa: Y015
+    _WhichOneofArgType__seed: _TypeAlias = _typing.Literal["_seed", b"_seed"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__at_turn) -> _WhichOneofReturnType__at_turn | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__seed) -> _WhichOneofReturnType__seed | None: ...
 
 Global___ForkSessionRequest: _TypeAlias = ForkSessionRequest  # noqa: Y015
 
@@ -651,18 +695,34 @@ class BatchStepRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     STEPS_FIELD_NUMBER: _builtins.int
+    COMMIT_FIELD_NUMBER: _builtins.int
+    SAMPLES_FIELD_NUMBER: _builtins.int
+    commit: _builtins.bool
+    """Unset or true: apply the steps. False: counterfactual preview (K candidate actions on a
+    session, nothing stored; tokens are still metered).
+    """
+    samples: _builtins.int
+    """With commit=false: N samples of each step (sample i uses a seed derived from the session's
+    seed and i; sample 0 is what a committed step would produce). 0 = 1.
+    """
     @_builtins.property
-    def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepRequest]: ...
+    def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___StepRequest]:
+        """Steps on different sessions run concurrently; steps on one session run in request order."""
+
     def __init__(
         self,
         *,
         steps: _abc.Iterable[Global___StepRequest] | None = ...,
+        commit: _builtins.bool | None = ...,
+        samples: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_commit", b"_commit", "commit", b"commit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["steps", b"steps"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_commit", b"_commit", "commit", b"commit", "samples", b"samples", "steps", b"steps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__commit: _TypeAlias = _typing.Literal["commit"]  # noqa: Y015
+    _WhichOneofArgType__commit: _TypeAlias = _typing.Literal["_commit", b"_commit"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__commit) -> _WhichOneofReturnType__commit | None: ...
 
 Global___BatchStepRequest: _TypeAlias = BatchStepRequest  # noqa: Y015
 
@@ -673,9 +733,14 @@ class BatchStepItem(_message.Message):
     CODE_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     RESPONSE_FIELD_NUMBER: _builtins.int
+    REQUEST_INDEX_FIELD_NUMBER: _builtins.int
+    SAMPLE_INDEX_FIELD_NUMBER: _builtins.int
     code: _builtins.int
     """google.rpc.Code value; 0 = OK."""
     message: _builtins.str
+    request_index: _builtins.int
+    """Which request step and which sample this item answers (items are in request order)."""
+    sample_index: _builtins.int
     @_builtins.property
     def response(self) -> Global___StepResponse: ...
     def __init__(
@@ -684,10 +749,12 @@ class BatchStepItem(_message.Message):
         code: _builtins.int = ...,
         message: _builtins.str = ...,
         response: Global___StepResponse | None = ...,
+        request_index: _builtins.int = ...,
+        sample_index: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["response", b"response"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message", "response", b"response"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message", "request_index", b"request_index", "response", b"response", "sample_index", b"sample_index"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -719,17 +786,22 @@ class ExportTrajectoryRequest(_message.Message):
 
     SESSION_ID_FIELD_NUMBER: _builtins.int
     FORMAT_FIELD_NUMBER: _builtins.int
+    INCLUDE_FORKS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     format: _builtins.str
+    """"agentworldbench" (JSONL, default) or "json" (the SDK's session JSON)."""
+    include_forks: _builtins.bool
+    """Also export every fork below this session (each as its own trajectory)."""
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         format: _builtins.str = ...,
+        include_forks: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["format", b"format", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["format", b"format", "include_forks", b"include_forks", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -760,3 +832,73 @@ class ExportTrajectoryResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ExportTrajectoryResponse: _TypeAlias = ExportTrajectoryResponse  # noqa: Y015
+
+@_typing.final
+class ImportTrajectoryRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class LabelsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    CONTENT_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
+    DOMAIN_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    SAMPLING_FIELD_NUMBER: _builtins.int
+    SEED_FIELD_NUMBER: _builtins.int
+    FAULTS_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
+    TTL_SECONDS_FIELD_NUMBER: _builtins.int
+    content: _builtins.bytes
+    """One AgentWorldBench JSONL record (the last turn's record carries the whole history)."""
+    format: _builtins.str
+    """"agentworldbench" (default)."""
+    domain: Global___Domain.ValueType
+    model: _builtins.str
+    seed: _builtins.int
+    ttl_seconds: _builtins.int
+    @_builtins.property
+    def sampling(self) -> Global___SamplingParams: ...
+    @_builtins.property
+    def faults(self) -> Global___FaultPolicy: ...
+    @_builtins.property
+    def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        content: _builtins.bytes = ...,
+        format: _builtins.str = ...,
+        domain: Global___Domain.ValueType = ...,
+        model: _builtins.str = ...,
+        sampling: Global___SamplingParams | None = ...,
+        seed: _builtins.int | None = ...,
+        faults: Global___FaultPolicy | None = ...,
+        labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        ttl_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "faults", b"faults", "sampling", b"sampling", "seed", b"seed"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "content", b"content", "domain", b"domain", "faults", b"faults", "format", b"format", "labels", b"labels", "model", b"model", "sampling", b"sampling", "seed", b"seed", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__seed: _TypeAlias = _typing.Literal["seed"]  # noqa: Y015
+    _WhichOneofArgType__seed: _TypeAlias = _typing.Literal["_seed", b"_seed"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__seed) -> _WhichOneofReturnType__seed | None: ...
+
+Global___ImportTrajectoryRequest: _TypeAlias = ImportTrajectoryRequest  # noqa: Y015

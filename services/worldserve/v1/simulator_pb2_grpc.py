@@ -79,6 +79,11 @@ class SimulatorStub:
                 request_serializer=worldserve_dot_v1_dot_simulator__pb2.ExportTrajectoryRequest.SerializeToString,
                 response_deserializer=worldserve_dot_v1_dot_simulator__pb2.ExportTrajectoryResponse.FromString,
                 _registered_method=True)
+        self.ImportTrajectory = channel.unary_unary(
+                '/worldserve.v1.Simulator/ImportTrajectory',
+                request_serializer=worldserve_dot_v1_dot_simulator__pb2.ImportTrajectoryRequest.SerializeToString,
+                response_deserializer=worldserve_dot_v1_dot_simulator__pb2.Session.FromString,
+                _registered_method=True)
 
 
 class SimulatorServicer:
@@ -138,6 +143,13 @@ class SimulatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ImportTrajectory(self, request, context):
+        """Start a session from a recorded (real) trajectory: its turns become the session's history.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SimulatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +197,11 @@ def add_SimulatorServicer_to_server(servicer, server):
                     servicer.ExportTrajectory,
                     request_deserializer=worldserve_dot_v1_dot_simulator__pb2.ExportTrajectoryRequest.FromString,
                     response_serializer=worldserve_dot_v1_dot_simulator__pb2.ExportTrajectoryResponse.SerializeToString,
+            ),
+            'ImportTrajectory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportTrajectory,
+                    request_deserializer=worldserve_dot_v1_dot_simulator__pb2.ImportTrajectoryRequest.FromString,
+                    response_serializer=worldserve_dot_v1_dot_simulator__pb2.Session.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -430,6 +447,33 @@ class Simulator:
             '/worldserve.v1.Simulator/ExportTrajectory',
             worldserve_dot_v1_dot_simulator__pb2.ExportTrajectoryRequest.SerializeToString,
             worldserve_dot_v1_dot_simulator__pb2.ExportTrajectoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportTrajectory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worldserve.v1.Simulator/ImportTrajectory',
+            worldserve_dot_v1_dot_simulator__pb2.ImportTrajectoryRequest.SerializeToString,
+            worldserve_dot_v1_dot_simulator__pb2.Session.FromString,
             options,
             channel_credentials,
             insecure,
