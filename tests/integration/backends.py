@@ -42,3 +42,18 @@ class SlowBackend(ScriptedBackend):
         async for chunk in super().stream(request, timeout_s):
             await asyncio.sleep(self.delay_s)
             yield chunk
+
+
+class EchoBackend(ScriptedBackend):
+    """Answers ``did: <action>`` for the prompt's last action, so histories can be checked."""
+
+    def __init__(self) -> None:
+        super().__init__([GOOD])
+
+    async def stream(self, request: Completion, timeout_s: float) -> AsyncIterator[Chunk]:
+        self.prompts.append(request.prompt)
+        action = request.prompt.rsplit("**Action:** ", 1)[-1].split("<|im_end|>", 1)[0].strip()
+        pieces = ["<think>\nok\n</think>\n\n<predicted_observation>\n",
+                  f"did: {action}", "\n</predicted_observation>"]
+        for i, piece in enumerate(pieces):
+            yield Chunk(piece, self.input_tokens, 1, "stop" if i == len(pieces) - 1 else "")

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from worldserve.cli import ops
+from worldserve.cli import ops, sessions
 from worldserve.cli.admin import admin_app
 from worldserve.cli.admin import usage as admin_usage
 from worldserve.cli.ops import db_app
@@ -25,6 +25,9 @@ app.add_typer(db_app, name="db")
 app.command("usage")(admin_usage)
 app.command("worker")(ops.worker)
 app.command("reconcile")(ops.reconcile)
+app.command("export")(sessions.export)
+app.command("import")(sessions.import_)
+app.command("replay")(sessions.replay)
 
 STATE_DIR = Path(".worldserve")
 

@@ -85,7 +85,7 @@ class WorldEnv(gym.Env[str, str]):
             faults=self.faults, **self.session_options)
         self.session_id, self.turn = info.session_id, 0
         self._last = _clip(info.initial_state, self.max_observation_chars)
-        return self._last, {"session_id": self.session_id, "turn": 0, "seed": session_seed}
+        return self._last, {"turn": 0, "seed": session_seed}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self.session_id is None:
@@ -93,8 +93,8 @@ class WorldEnv(gym.Env[str, str]):
         result = self.client.step(self.session_id, action, expected_turn=self.turn)
         self.turn = result.turn
         observation = _clip(result.observation, self.max_observation_chars)
-        info: dict[str, Any] = {
-            "session_id": self.session_id, "turn": result.turn, "fault_kind": result.fault_kind,
+        info: dict[str, Any] = {  # deterministic for a seed: the session id is env.session_id
+            "turn": result.turn, "fault_kind": result.fault_kind,
             "reasoning": result.reasoning, "usage": result.usage,
             "model_version": result.model_version, "seed": result.seed,
         }
