@@ -59,12 +59,13 @@ async def test_world_env_passes_the_gymnasium_checker(make_settings, redis_url) 
                     check_env(env, skip_render_check=True)
                 problems = [str(w.message) for w in caught
                             if "WorldEnv" in str(w.message) or "step" in str(w.message).lower()]
-                obs, info = env.reset(seed=3)
+                obs, _ = env.reset(seed=3)
                 rewards = []
                 truncated = False
                 for action in ("ls", "pwd"):
                     obs, reward, terminated, truncated, info = env.step(action)
                     rewards.append(reward)
+                    assert info["turn"] == len(rewards) and info["model_version"]
                     assert env.observation_space.contains(obs) and not terminated
                 env.close()
                 return problems, rewards, truncated
