@@ -48,6 +48,7 @@ class Gateway:
     backend: Backend
     health: health.aio.HealthServicer
     repo: Repository | None = None
+    simulator: Simulator | None = None
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     async def start(self) -> None:
@@ -135,7 +136,7 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
     port = server.add_insecure_port(f"{settings.gateway_host}:{settings.gateway_port}")
     if port == 0:
         raise OSError(f"cannot bind {settings.gateway_host}:{settings.gateway_port}")
-    return Gateway(server, port, store, backend, health_servicer, repo)
+    return Gateway(server, port, store, backend, health_servicer, repo, simulator)
 
 
 async def serve(settings: Settings, redis_url: str, database_url: str | None) -> None:
