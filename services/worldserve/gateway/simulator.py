@@ -6,7 +6,6 @@ The servicer converts protobuf to these calls; everything here raises the projec
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import random
@@ -17,17 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from worldserve.accounting.events import UsageEvent
-from worldserve.backends.base import Backend, Chunk, Completion
+from worldserve.backends.base import Backend
 from worldserve.domains.chat import render_chat
 from worldserve.domains.faults import control_instruction, fault_for, normalize_policy
-from worldserve.domains.parsing import MalformedCompletion, Part, StreamSplitter, parse_completion
-from worldserve.domains.rendering import (
-    OBS_OPEN,
-    THINK_CLOSE,
-    PastTurn,
-    PromptInput,
-    build_messages,
-)
+from worldserve.domains.parsing import MalformedCompletion, parse_completion
+from worldserve.domains.rendering import PastTurn, PromptInput, build_messages
 from worldserve.domains.templates import Domain, system_prompt
 from worldserve.errors import (
     Aborted,
@@ -37,6 +30,7 @@ from worldserve.errors import (
     PermissionDenied,
     ResourceExhausted,
 )
+from worldserve.gateway.generation import Delta, Meter, generate
 from worldserve.quota.counters import RedisQuota, Reservation
 from worldserve.quota.limits import check_allowed, reservation_tokens
 from worldserve.sessions.lineage import base_count, fork_lineage
@@ -86,12 +80,6 @@ class StepResult:
 
 
 @dataclass(frozen=True, slots=True)
-class Delta:
-    part: Part
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
 class Restart:
     reason: str
 
@@ -105,29 +93,6 @@ class ModelTarget:
 
     version: str
     chat_template: str
-
-
-@dataclass(slots=True)
-class _Meter:
-    """Token use of one step, over every backend call it made (retries are paid for too)."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    finish: str = ""
-    _call_input: int = 0
-
-    def start_call(self) -> None:
-        self._call_input = 0
-
-    def add(self, chunk: Chunk, reasoning: bool) -> None:
-        if chunk.num_input_tokens > self._call_input:  # reported per call, on every chunk
-            self.input_tokens += chunk.num_input_tokens - self._call_input
-            self._call_input = chunk.num_input_tokens
-        self.output_tokens += chunk.num_output_tokens
-        if reasoning:
-            self.reasoning_tokens += chunk.num_output_tokens
-        self.finish = chunk.finish_reason or self.finish
 
 
 def _utf8_len(text: str) -> int:
@@ -294,47 +259,8 @@ class Simulator:
             return None
         return ((record.seed * 1_000_003 + turn_number) * 1_009 + sample) % (2**31 - 1)
 
-    async def _generate(self, prompt: str, sampling: Sampling, seed: int | None, deadline: float,
-                        meter: _Meter, text: list[str]) -> AsyncIterator[Delta]:
-        """One attempt: stream the completion into ``text``, yielding deltas.
-
-        With a reasoning budget, reasoning that reaches it is cut: the stream is dropped and the
-        model is asked to continue from its reasoning plus a forced ``</think>`` and observation
-        opening (budget forcing), so the observation still comes.
-        """
-        splitter = StreamSplitter()
-        budget = sampling.reasoning_budget
-        request = Completion(prompt, sampling.max_tokens, sampling.temperature, sampling.top_p,
-                             seed)
-        reasoning_before = meter.reasoning_tokens  # the budget is per attempt
-        for _ in range(2):
-            forced = False
-            meter.start_call()
-            stream = self.backend.stream(request, max(deadline - time.monotonic(), 0.001))
-            async with contextlib.aclosing(stream):  # leaving early cancels the backend call
-                async for chunk in stream:
-                    text.append(chunk.text)
-                    before_observation = not splitter.in_observation
-                    meter.add(chunk, before_observation)
-                    for part, delta in splitter.feed(chunk.text):
-                        yield Delta(part, delta)
-                    reasoning_here = meter.reasoning_tokens - reasoning_before
-                    if (budget and before_observation and reasoning_here >= budget
-                            and not splitter.in_observation):
-                        forced = True
-                        break
-            if not forced:
-                return
-            suffix = f"\n{THINK_CLOSE}\n\n{OBS_OPEN}\n"
-            text.append(suffix)
-            for part, delta in splitter.feed(suffix):
-                yield Delta(part, delta)
-            remaining = sampling.max_tokens - (meter.reasoning_tokens - reasoning_before)
-            request = Completion(prompt + "".join(text), max(remaining, 1), sampling.temperature,
-                                 sampling.top_p, seed)
-
     @staticmethod
-    def _event(record: SessionRecord, meter: _Meter, started: float, outcome: str,
+    def _event(record: SessionRecord, meter: Meter, started: float, outcome: str,
                fault: str = "") -> UsageEvent:
         ended = time.time()
         return UsageEvent(
@@ -344,7 +270,7 @@ class Simulator:
             reasoning_tokens=meter.reasoning_tokens, latency_ms=int((ended - started) * 1000),
             fault_kind=fault, started_at=started, ended_at=ended, outcome=outcome)
 
-    async def _settle_failed(self, reservation: Reservation, record: SessionRecord, meter: _Meter,
+    async def _settle_failed(self, reservation: Reservation, record: SessionRecord, meter: Meter,
                              started: float, outcome: str, fault: str) -> None:
         """A step that stored nothing still used tokens: settle them and record the event.
 
@@ -394,7 +320,7 @@ class Simulator:
                                     self.settings.reserve_bytes_per_token)
         reservation = await self.quota.reserve(tenant, limits, tokens, timeout + 60,
                                                self.directory.month_tokens)
-        meter = _Meter()
+        meter = Meter()
         try:
             parsed = None
             for attempt in range(2):
@@ -403,7 +329,8 @@ class Simulator:
                 prompt = (first_prompt if attempt == 0
                           else self._prompt(record, turns, step, True, fault))
                 text: list[str] = []
-                async for delta in self._generate(prompt, sampling, seed, deadline, meter, text):
+                async for delta in generate(self.backend, prompt, sampling, seed, deadline, meter,
+                                             text):
                     yield delta
                 try:
                     parsed = parse_completion("".join(text))
