@@ -145,9 +145,17 @@ async def test_another_tenants_session_is_not_found_on_every_rpc(stack: Stack) -
         "StreamStep": stream_as_b(),
         "CloseSession": stack.sim.CloseSession(pb.CloseSessionRequest(session_id=sid),
                                                metadata=md_b),
+        "ForkSession": stack.sim.ForkSession(pb.ForkSessionRequest(session_id=sid),
+                                             metadata=md_b),
+        "ExportTrajectory": stack.sim.ExportTrajectory(
+            pb.ExportTrajectoryRequest(session_id=sid, include_forks=True), metadata=md_b),
     }
     for name, call in calls.items():
         assert await code_of(call) == grpc.StatusCode.NOT_FOUND, name
+    for commit in (True, False):  # BatchStep answers per item
+        batch = await stack.sim.BatchStep(pb.BatchStepRequest(
+            steps=[pb.StepRequest(session_id=sid, action="ls")], commit=commit), metadata=md_b)
+        assert batch.items[0].code == grpc.StatusCode.NOT_FOUND.value[0]
     listed = await stack.sim.ListSessions(pb.ListSessionsRequest(), metadata=md_b)
     assert sid not in {x.session_id for x in listed.sessions}
     # ... and A still has it, untouched by B's attempts
