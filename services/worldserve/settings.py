@@ -90,6 +90,11 @@ class Settings(BaseSettings):
     )
     worker_name: str = Field("", description="Consumer name in the group; empty = host-pid.")
 
+    # --- operator ---
+    operator_namespaces: list[str] = Field(
+        [], description="Namespaces the operator watches; empty = the whole cluster."
+    )
+
     # --- model backend ---
     triton_url: str = Field("127.0.0.1:8001", description="Triton gRPC endpoint (host:port).")
     triton_http_port: int = Field(8000, description="Triton HTTP port of the embedded server.")

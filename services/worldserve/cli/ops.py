@@ -27,11 +27,18 @@ def _database_url() -> str:
 
 
 @db_app.command("upgrade")
-def db_upgrade() -> None:
+def db_upgrade(bootstrap: bool = typer.Option(
+        False, help="Also register WORLDSERVE_ADMIN_API_KEY (and the dev key, if set) for "
+        "the WORLDSERVE_DEV_TENANT tenant (what the Helm chart's init container does).")) -> None:
     """Apply the migrations (idempotent) and create the coming months' usage partitions."""
     from worldserve.db import migrate
 
-    revision = migrate.upgrade(_database_url())
+    if bootstrap:
+        from worldserve.tenancy.bootstrap import bootstrap as run_bootstrap
+
+        revision = run_bootstrap(_database_url(), Settings())
+    else:
+        revision = migrate.upgrade(_database_url())
     console.print(f"database at revision [bold]{revision}[/]")
 
 

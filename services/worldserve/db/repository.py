@@ -124,6 +124,18 @@ class Repository:
                           row.disabled_at is not None, _quota(quota),
                           await self.month_tokens(tenant_id, month))
 
+    async def enable_tenant(self, tenant_id: str) -> None:
+        async with self._tx() as conn:
+            await conn.execute(update(Tenant).where(Tenant.id == tenant_id)
+                               .values(disabled_at=None))
+
+    async def disable_tenant(self, tenant_id: str) -> None:
+        """Keys of a disabled tenant stop authenticating; its usage history is kept."""
+        async with self._tx() as conn:
+            await conn.execute(update(Tenant).where(Tenant.id == tenant_id,
+                                                    Tenant.disabled_at.is_(None))
+                               .values(disabled_at=func.now()))
+
     async def list_tenants(self) -> list[TenantInfo]:
         async with self._tx() as conn:
             rows = (await conn.execute(

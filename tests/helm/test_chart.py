@@ -1,0 +1,96 @@
+"""The Helm chart with the real helm binary: lint --strict, render with the default and the
+production values, validate every rendered object (Kubernetes schemas, KServe CRDs)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.k8s_schemas import ROOT, validate
+
+CHART = ROOT / "helm" / "worldserve"
+PRODUCTION = ROOT / "helm" / "examples" / "values-production.yaml"
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "get_helm.sh")], capture_output=True,
+                         text=True, check=True, env={"PYTHON": sys.executable,
+                                                     "PATH": "/usr/bin:/bin"}, cwd=ROOT)
+    return str(ROOT / out.stdout.strip().splitlines()[-1] / "helm")
+
+
+def render(helm: str, *args: str) -> list[dict[str, Any]]:
+    out = subprocess.run([helm, "template", "ws", str(CHART), "--namespace", "worldserve",
+                          "--include-crds", *args], capture_output=True, text=True, check=True)
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def test_lint_strict(helm: str) -> None:
+    for values in ([], ["-f", str(PRODUCTION)]):
+        out = subprocess.run([helm, "lint", "--strict", str(CHART), *values],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("values", [[], ["-f", str(PRODUCTION)]], ids=["default", "production"])
+def test_every_rendered_object_is_valid(helm: str, values: list[str]) -> None:
+    docs = render(helm, *values)
+    kinds = {d["kind"] for d in docs}
+    assert {"Deployment", "Service", "Secret", "ConfigMap", "ServingRuntime",
+            "CustomResourceDefinition", "ClusterRole", "PodDisruptionBudget"} <= kinds
+    for doc in docs:
+        if doc["kind"] in ("ServiceMonitor", "ClusterKopfPeering"):
+            continue  # CRDs of other projects (prometheus-operator, kopf) are not vendored here
+        validate(doc)
+
+
+def test_default_install_contents(helm: str) -> None:
+    docs = render(helm)
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    gateway = by[("Deployment", "ws-worldserve-gateway")]["spec"]["template"]
+    assert gateway["metadata"]["annotations"]["checksum/config"]  # pods roll on config change
+    pod = gateway["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["terminationGracePeriodSeconds"] == 35
+    container = pod["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert pod["initContainers"][0]["command"] == ["worldserve", "db", "upgrade", "--bootstrap"]
+    redis = by[("StatefulSet", "ws-worldserve-redis")]["spec"]["template"]["spec"]
+    assert "--appendonly" in redis["containers"][0]["args"]
+    secret = by[("Secret", "ws-worldserve-secrets")]
+    assert secret["stringData"]["ADMIN_API_KEY"].startswith("wsk_adm_")
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    rules = by[("ClusterRole", "ws-worldserve-operator")]["rules"]
+    assert all("*" not in r["verbs"] and "*" not in r["resources"] for r in rules)
+    assert ("Pod", "ws-worldserve-smoke") in by  # helm test hook
+    assert by[("Pod", "ws-worldserve-smoke")]["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert {"NetworkPolicy"} <= {k for k, _ in by}
+
+
+def test_production_uses_external_services(helm: str) -> None:
+    docs = render(helm, "-f", str(PRODUCTION))
+    kinds_names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert ("StatefulSet", "ws-worldserve-redis") not in kinds_names
+    assert ("StatefulSet", "ws-worldserve-postgresql") not in kinds_names
+    assert ("ServiceMonitor", "ws-worldserve-triton") in kinds_names
+    gateway = next(d for d in docs if d["kind"] == "Deployment"
+                   and d["metadata"]["name"] == "ws-worldserve-gateway")
+    env = gateway["spec"]["template"]["spec"]["containers"][0]["env"]
+    db = next(e for e in env if e["name"] == "WORLDSERVE_DATABASE_URL")
+    assert db["valueFrom"]["secretKeyRef"]["name"] == "worldserve-database"
+
+
+def test_values_schema_rejects_typos(helm: str) -> None:
+    out = subprocess.run([helm, "template", "ws", str(CHART), "--set", "gatway.replicas=3"],
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and "additional properties" in (out.stderr + out.stdout).lower()
+    out = subprocess.run([helm, "template", "ws", str(CHART), "--set", "redis.enabled=false"],
+                         capture_output=True, text=True)
+    assert out.returncode != 0  # external Redis needs redis.externalUrl

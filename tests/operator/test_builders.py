@@ -1,0 +1,127 @@
+"""The operator's pure builders, checked as dicts and against the KServe CRD schemas."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from tests.k8s_schemas import ROOT, crd_schemas, validate
+from worldserve_operator import builders
+from worldserve_operator.specs import SpecError, parse_tenant, parse_worldmodel, traffic_weights
+
+EXAMPLES = sorted((ROOT / "examples").rglob("*.yaml"))
+OWNER = {"metadata": {"name": "wm", "uid": "1234"}}
+
+
+def load(path: Path) -> dict[str, Any]:
+    return dict(yaml.safe_load(path.read_text()))
+
+
+def example(name: str) -> dict[str, Any]:
+    return load(ROOT / "examples" / "worldmodels" / f"{name}.yaml")
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_match_their_crd(path: Path) -> None:
+    validate(load(path))
+
+
+def test_crds_are_valid_kubernetes_objects() -> None:
+    for path in (ROOT / "helm" / "worldserve" / "crds").glob("*.yaml"):
+        for doc in yaml.safe_load_all(path.read_text()):
+            validate(doc)
+    assert ("worldserve.io/v1alpha1", "WorldModel") in crd_schemas()
+
+
+def test_crd_schema_rejects_bad_specs() -> None:
+    schema = crd_schemas()[("worldserve.io/v1alpha1", "WorldModel")]
+    bad = example("qwen-agentworld-35b-a3b")
+    bad["spec"]["versions"][0]["runtime"] = "onnx"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+    bad = example("qwen-agentworld-35b-a3b")
+    bad["spec"]["versions"][0]["storageUri"] = "ftp://x"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+def test_triton_vllm_version_builds_isvc_and_model_repository() -> None:
+    body = example("qwen-agentworld-397b-a17b")
+    spec = parse_worldmodel("qwen-agentworld-397b-a17b", body["spec"])
+    v1 = spec.versions[0]
+    isvc = builders.inference_service(spec, v1, "models", OWNER)
+    validate(isvc)
+    predictor = isvc["spec"]["predictor"]
+    assert isvc["metadata"]["name"] == "qwen-agentworld-397b-a17b-v1"
+    assert isvc["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "Standard"
+    assert isvc["metadata"]["ownerReferences"][0]["uid"] == "1234"
+    assert predictor["model"]["runtime"] == "worldserve-triton-vllm"
+    assert predictor["model"]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert predictor["model"]["storageUri"] == "hf://Qwen/Qwen-AgentWorld-397B-A17B"
+    assert (predictor["minReplicas"], predictor["maxReplicas"]) == (1, 4)
+    external = predictor["autoScaling"]["metrics"][0]["external"]
+    assert "nv_inference_pending_request_count" in external["metric"]["query"]
+    assert predictor["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
+    repo = builders.model_repository(spec, v1, "models", OWNER)
+    validate(repo)
+    engine = json.loads(repo["data"]["model.json"])
+    assert engine["tensor_parallel_size"] == 8 and engine["enable_prefix_caching"] is True
+    assert engine["model"] == "/mnt/models" and engine["max_model_len"] == 32768
+    assert 'backend: "vllm"' in repo["data"]["config.pbtxt"]
+    assert "decoupled: true" in repo["data"]["config.pbtxt"]
+    mounted = {v["name"]: v for v in predictor["volumes"]}
+    assert mounted["model-repo"]["configMap"]["name"] == repo["metadata"]["name"]
+
+
+def test_worldserve_runtime_and_concurrency_autoscaling() -> None:
+    spec = parse_worldmodel("tiny", {"versions": [
+        {"name": "v1", "storageUri": "pvc://models/tiny", "runtime": "worldserve",
+         "resources": {"gpus": 0, "cpu": "2", "memory": "4Gi"},
+         "autoscaling": {"signal": "concurrency", "target": 4}, "maxReplicas": 3}]})
+    isvc = builders.inference_service(spec, spec.versions[0], "default", OWNER)
+    validate(isvc)
+    predictor = isvc["spec"]["predictor"]
+    assert predictor["scaleMetric"] == "concurrency" and predictor["scaleTarget"] == 4
+    assert predictor["model"]["runtime"] == "worldserve-pytriton"
+    env = {e["name"]: e["value"] for e in predictor["model"]["env"]}
+    assert env["WORLDSERVE_ENGINE"] == "transformers" and env["WORLDSERVE_MODEL_DIR"] == "/mnt/models"
+    assert "nvidia.com/gpu" not in predictor["model"]["resources"]["limits"]
+
+
+def test_traffic_weights_and_aliases() -> None:
+    spec = parse_worldmodel("m", example("qwen-agentworld-397b-a17b")["spec"])
+    assert traffic_weights(spec) == {"v1": 90, "v2": 10}
+    assert builders.aliases(spec) == {"m:stable": "m@v1", "m:canary": "m@v2"}
+    entries = builders.registry_entries(spec, "models", "TEMPLATE", traffic_weights(spec))
+    assert entries["m@v2"]["weight"] == 10 and entries["m@v1"]["chat_template"] == "TEMPLATE"
+    assert entries["m@v1"]["endpoint"].startswith("m-v1-predictor.models.svc")
+    one = parse_worldmodel("m", {"versions": [{"name": "a", "storageUri": "s3://x"},
+                                             {"name": "b", "storageUri": "s3://y",
+                                              "trafficPercent": 30}]})
+    assert traffic_weights(one) == {"a": 0, "b": 30}
+
+
+@pytest.mark.parametrize("spec, problem", [
+    ({"versions": []}, "at least one"),
+    ({"versions": [{"name": "a", "storageUri": "s3://x"}] * 2}, "unique"),
+    ({"versions": [{"name": "a", "storageUri": "s3://x"}], "aliases": {"stable": "b"}},
+     "unknown version"),
+    ({"versions": [{"name": "a", "storageUri": "s3://x", "tensorParallelSize": 4,
+                    "resources": {"gpus": 2}}]}, "tensorParallelSize"),
+    ({"versions": [{"name": "a", "storageUri": "s3://x", "autoscaling": {"signal": "queue-depth"}}]},
+     "prometheusAddress"),
+])
+def test_specs_the_schema_cannot_reject(spec: dict[str, Any], problem: str) -> None:
+    with pytest.raises(SpecError, match=problem):
+        parse_worldmodel("m", spec)
+
+
+def test_tenant_spec() -> None:
+    t = parse_tenant("acme", load(ROOT / "examples" / "tenants" / "acme.yaml")["spec"])
+    assert t.tenant_id == "acme" and t.quota["monthly_token_budget"] == 500_000_000
+    assert t.quota["allowed_domains"] == ["WEB", "OS", "ANDROID"]
