@@ -28,7 +28,7 @@ test: install            ## unit + integration tests (real Redis, real Triton)
 check: lint typecheck proto-check
 
 lint: install
-	$(VENV)/bin/ruff check services tests bench
+	$(VENV)/bin/ruff check services operators tests bench
 
 typecheck: install
 	$(VENV)/bin/mypy
