@@ -67,6 +67,13 @@ def worker() -> None:
     main()
 
 
+def operator() -> None:
+    """Run the Kubernetes operator (WorldModel and Tenant resources), until SIGTERM."""
+    from worldserve_operator.main import main
+
+    main()
+
+
 def reconcile(tenant: list[str] = typer.Option([], help="Only these tenants."),
               wait: float = typer.Option(0.0, help="Wait up to this many seconds for the "
                                          "stream backlog to drain first."),
