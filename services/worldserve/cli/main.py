@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from worldserve.cli import ops, sessions
+from worldserve.cli import evaluate, ops, sessions
 from worldserve.cli.admin import admin_app
 from worldserve.cli.admin import usage as admin_usage
 from worldserve.cli.ops import db_app
@@ -29,6 +29,7 @@ app.command("reconcile")(ops.reconcile)
 app.command("export")(sessions.export)
 app.command("import")(sessions.import_)
 app.command("replay")(sessions.replay)
+app.command("eval")(evaluate.evaluate)
 
 STATE_DIR = Path(".worldserve")
 

@@ -1,0 +1,76 @@
+"""`worldserve eval`: fidelity of a model version on AgentWorldBench-format data."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+from worldserve.cli.output import render
+from worldserve.settings import Settings
+
+console = Console()
+
+
+def evaluate(
+    data: Path = typer.Option(..., "--data", help="Directory of *_test.jsonl files."),
+    model: str = typer.Option(..., "--model", help="name@version (or an alias) to evaluate."),
+    out: Path | None = typer.Option(None, "--out", help="Results directory; default "
+                                    "eval-results/<model>. Rerunning resumes."),
+    concurrency: int = typer.Option(4, help="Samples in flight."),
+    limit: int = typer.Option(0, help="Only the first N samples (0 = all)."),
+    max_tokens: int = typer.Option(384, help="Generation budget per prediction."),
+    judge_url: str = typer.Option("", help="OpenAI-compatible base URL (…/v1) of an LLM judge."),
+    judge_model: str = typer.Option("", help="Judge model name."),
+    judge_key: str = typer.Option("", help="Judge API key."),
+    target: str = typer.Option("", "--target", help="Gateway address; default from settings."),
+    api_key: str = typer.Option("", "--api-key", help="Tenant key; default WORLDSERVE_API_KEY "
+                                "or the dev key."),
+) -> None:
+    """Replay each sample's history through the platform, predict its turn, score it."""
+    from worldserve.evaluation import dataset, report
+    from worldserve.evaluation.judge import Judge
+    from worldserve.evaluation.runner import run
+    from worldserve.sdk import AsyncClient
+
+    try:
+        samples = dataset.load(data)
+    except (ValueError, KeyError) as exc:
+        console.print(f"[red]cannot read {data}[/]: {exc}")
+        raise typer.Exit(2) from exc
+    if limit:
+        samples = samples[:limit]
+    settings = Settings()
+    out_dir = out or Path("eval-results") / model.replace("@", "_").replace("/", "_")
+    judge = Judge(judge_url, judge_model, judge_key) if judge_url else None
+    address = target or f"{settings.gateway_host}:{settings.gateway_port}"
+    key = api_key or settings.api_key or settings.dev_api_key or ""
+
+    async def go():  # type: ignore[no-untyped-def]
+        with Progress("[progress.description]{task.description}", BarColumn(),
+                      MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
+            task = bar.add_task(f"evaluating {model}", total=len(samples))
+            async with AsyncClient(address, api_key=key) as client:
+                return await run(samples, client, model, out_dir, concurrency=concurrency,
+                                 max_tokens=max_tokens, judge=judge,
+                                 progress=lambda n: bar.advance(task, n))
+
+    result = asyncio.run(go())
+    summary = report.aggregate(result.rows)
+    title = f"fidelity of {model} on {data}"
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    (out_dir / "report.md").write_text(report.markdown(title, summary))
+    (out_dir / "report.html").write_text(report.to_html(title, summary))
+    cols = report.columns(summary)
+    render(console, title, ["domain", *cols],
+           [[name, *(report.cell(c, v.get(c)) for c in cols)] for name, v in summary.items()])
+    console.print(f"{len(result.rows)} samples scored ({result.skipped} from an earlier run); "
+                  f"reports in {out_dir}")
+    if result.failed:
+        console.print(f"[yellow]{len(result.failed)} samples failed and were not written "
+                      f"(rerun to retry)[/], e.g. {result.failed[0][1]}")
+        raise typer.Exit(1)

@@ -1,0 +1,1 @@
+"""Fidelity evaluation: AgentWorldBench-format samples through the platform, scored."""

@@ -1,0 +1,73 @@
+"""Rule metrics of a predicted observation against the real one (pure)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from worldserve.training.fidelity import token_f1
+
+__all__ = ["exact_match", "json_structure", "rouge_l", "token_f1"]
+
+
+def exact_match(predicted: str, reference: str) -> float:
+    return float(predicted.strip() == reference.strip())
+
+
+def rouge_l(predicted: str, reference: str) -> float:
+    """ROUGE-L F1 over whitespace tokens (longest common subsequence)."""
+    p, r = predicted.split(), reference.split()
+    if not p and not r:
+        return 1.0
+    if not p or not r:
+        return 0.0
+    prev = [0] * (len(r) + 1)
+    for a in p:
+        cur = [0]
+        for j, b in enumerate(r, start=1):
+            cur.append(prev[j - 1] + 1 if a == b else max(prev[j], cur[j - 1]))
+        prev = cur
+    lcs = prev[-1]
+    if lcs == 0:
+        return 0.0
+    precision, recall = lcs / len(p), lcs / len(r)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _paths(value: Any, prefix: str = "$") -> Iterable[str]:
+    """Key paths with the type of what sits there: the *shape* of a JSON value."""
+    if isinstance(value, dict):
+        yield f"{prefix}:object"
+        for key, item in value.items():
+            yield from _paths(item, f"{prefix}.{key}")
+    elif isinstance(value, list):
+        yield f"{prefix}:array"
+        for item in value[:50]:
+            yield from _paths(item, f"{prefix}[]")
+    else:
+        yield f"{prefix}:{type(value).__name__}"
+
+
+def json_structure(predicted: str, reference: str) -> float | None:
+    """Jaccard similarity of the key-path/type sets of two JSON observations (MCP results).
+
+    None when the reference is not JSON (the metric does not apply); 0 when only the
+    prediction fails to parse.
+    """
+    try:
+        ref = json.loads(reference)
+    except ValueError:
+        return None
+    try:
+        pred = json.loads(predicted)
+    except ValueError:
+        return 0.0
+    a, b = set(_paths(pred)), set(_paths(ref))
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
+def score(predicted: str, reference: str, format_valid: bool) -> dict[str, float | None]:
+    return {"format_valid": float(format_valid), "exact_match": exact_match(predicted, reference),
+            "token_f1": token_f1(predicted, reference), "rouge_l": rouge_l(predicted, reference),
+            "json_structure": json_structure(predicted, reference)}

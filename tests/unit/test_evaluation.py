@@ -1,0 +1,92 @@
+"""Evaluation logic (pure): samples, metrics, judge parsing, aggregation, reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from worldserve.evaluation import metrics, report
+from worldserve.evaluation.dataset import load
+from worldserve.evaluation.fixture import to_record
+from worldserve.evaluation.judge import DIMENSIONS, normalise, parse_scores
+from worldserve.settings import DEFAULT_MODEL_DIR
+
+FIXTURE = DEFAULT_MODEL_DIR / "data" / "agentworldbench"
+
+
+def test_metrics() -> None:
+    assert metrics.exact_match(" a b\n", "a b") == 1.0
+    assert metrics.rouge_l("a b c d", "a b c d") == 1.0
+    # same bag of tokens, different order: F1 is blind to order, ROUGE-L is not
+    assert metrics.token_f1("d c b a", "a b c d") == 1.0
+    assert metrics.rouge_l("d c b a", "a b c d") == pytest.approx(0.25)
+    assert metrics.rouge_l("", "") == 1.0 and metrics.rouge_l("x", "") == 0.0
+    assert metrics.json_structure("not json", "plain text") is None  # does not apply
+    assert metrics.json_structure("not json", '{"a": 1}') == 0.0
+    assert metrics.json_structure('{"a": 2}', '{"a": 1}') == 1.0  # same shape, other value
+    half = metrics.json_structure('{"a": 1, "b": "x"}', '{"a": 1, "c": [1]}')
+    assert half is not None and 0 < half < 1
+    s = metrics.score("x", "y", False)
+    assert s["format_valid"] == 0.0 and s["json_structure"] is None
+
+
+def test_judge_answers_are_parsed_and_normalised() -> None:
+    assert normalise(1) == 0 and normalise(5) == 100 and normalise(3) == 50
+    scores = parse_scores('Sure! {"format": 5, "factuality": 3, "consistency": 4, '
+                          '"realism": 2, "quality": 1} hope that helps')
+    assert scores == {"format": 100.0, "factuality": 50.0, "consistency": 75.0, "realism": 25.0,
+                      "quality": 0.0}
+    with pytest.raises(ValueError, match="no JSON"):
+        parse_scores("I cannot grade this")
+    with pytest.raises(ValueError, match="left out"):
+        parse_scores('{"format": 5}')
+
+
+def test_aggregate_and_reports() -> None:
+    rows = [{"domain": "MCP", "scores": metrics.score('{"a": 1}', '{"a": 1}', True),
+             "judge": dict.fromkeys(DIMENSIONS, 100.0)},
+            {"domain": "TERMINAL", "scores": metrics.score("x y", "x z", True), "judge": None},
+            {"domain": "TERMINAL", "scores": metrics.score("", "z", False), "judge": None}]
+    summary = report.aggregate(rows)
+    assert list(summary) == ["MCP", "TERMINAL", "overall"]
+    assert summary["MCP"]["exact_match"] == 1.0 and summary["MCP"]["judge_overall"] == 100.0
+    assert summary["TERMINAL"]["n"] == 2 and summary["TERMINAL"]["format_valid"] == 0.5
+    assert "json_structure" not in summary["TERMINAL"]  # no JSON reference there
+    assert summary["overall"]["n"] == 3 and summary["overall"]["judge_overall"] == 100.0
+    md = report.markdown("t", summary)
+    assert "| overall | 3 |" in md and "judge_overall" in md
+    assert "<table" in report.to_html("t", summary)
+
+
+def test_the_fixture_loads_as_samples() -> None:
+    samples = load(FIXTURE)
+    assert len(samples) == 40 and {s.domain for s in samples} == {"MCP", "TERMINAL"}
+    first = next(s for s in samples if s.turn_idx == 1)
+    assert first.current_state == "" and not first.history_record["response"]
+    later = next(s for s in samples if s.turn_idx > 2)
+    assert len(later.history_record["response"]) == later.turn_idx - 1
+    assert later.action and later.reference
+
+
+def test_bad_data_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no \\*_test.jsonl"):
+        load(tmp_path)
+    (tmp_path / "x_test.jsonl").write_text(json.dumps(
+        {"task": "os", "id": "a", "prompt": ["p"], "response": [], "turn_idx": 1}) + "\n")
+    with pytest.raises(ValueError, match="turn_idx"):
+        load(tmp_path)
+
+
+def test_fixture_records_follow_the_format() -> None:
+    sample = {"domain": "TERMINAL", "episode": 3, "turn": 2, "observation": "b.txt",
+              "messages": [{"role": "system", "content": "S"},
+                           {"role": "user", "content": "U1"},
+                           {"role": "assistant", "content": "<predicted_observation>\na\n"
+                                                            "</predicted_observation>"},
+                           {"role": "user", "content": "U2"}]}
+    record = to_record(sample)
+    assert record == {"task": "terminal", "id": "terminal-3-2", "prompt": ["U1", "U2"],
+                      "response": ["a", "b.txt"], "current_prompt": "U2", "system_str": "S",
+                      "turn_idx": 2, "total_turns": 2}
