@@ -62,7 +62,7 @@ def judge_server() -> Iterator[tuple[str, list[dict[str, object]]]]:
     seen: list[dict[str, object]] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
             answer = json.dumps({"choices": [{"message": {"content": json.dumps(
