@@ -71,7 +71,7 @@ def test_the_fixture_loads_as_samples() -> None:
 
 
 def test_bad_data_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="no \\*_test.jsonl"):
+    with pytest.raises(ValueError, match=r"no \*_test\.jsonl"):
         load(tmp_path)
     (tmp_path / "x_test.jsonl").write_text(json.dumps(
         {"task": "os", "id": "a", "prompt": ["p"], "response": [], "turn_idx": 1}) + "\n")
