@@ -45,6 +45,8 @@ def reconcile_worldmodel(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
         kopf.exception(body, reason="InvalidSpec", message=str(exc))
         raise kopf.PermanentError(str(exc)) from exc
     patch.status.update(status)
+    if status["promotion"] != "ok":
+        kopf.warn(body, reason="PromotionBlocked", message=status["promotion"])
     kopf.info(body, reason="Reconciled", message=f"versions ready: {status['summary']}")
 
 

@@ -6,6 +6,7 @@ write; kopf's handlers only pass bodies in and patches out.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Any
 from worldserve.db.repository import Repository
 from worldserve.errors import NotFound
 from worldserve.tenancy.records import QuotaSpec
-from worldserve_operator import builders
+from worldserve_operator import builders, gate
 from worldserve_operator.kube import Kube
 from worldserve_operator.registry import Registry
 from worldserve_operator.specs import parse_tenant, parse_worldmodel, traffic_weights
@@ -56,6 +57,13 @@ class WorldModelReconciler:
         meta = body["metadata"]
         namespace = meta["namespace"]
         spec = parse_worldmodel(meta["name"], body.get("spec", {}))
+        previous = (body.get("status") or {}).get("stable", "")
+        if previous and spec.version(previous) is None:
+            previous = ""  # the old stable version was removed: nothing to fall back to
+        stable, blocked = gate.effective_stable(spec.stable, previous,
+                                                gate.parse_gate(body.get("spec", {})),
+                                                dict(meta.get("annotations") or {}))
+        spec = dataclasses.replace(spec, stable=stable)
         for v in spec.versions:
             if v.runtime == "triton-vllm":
                 self.kube.apply_configmap(builders.model_repository(spec, v, namespace, body))
@@ -88,7 +96,8 @@ class WorldModelReconciler:
                     "ready": False, "state": "draining", "weight": 0, "drainUntil": until}
         n_ready = sum(1 for s in status_versions.values() if s.get("ready"))
         return {"versions": status_versions, "summary": f"{n_ready}/{len(spec.versions)}",
-                "observedGeneration": meta.get("generation", 0)}
+                "observedGeneration": meta.get("generation", 0), "stable": spec.stable,
+                "promotion": blocked or "ok"}
 
     def pending_drains(self, body: dict[str, Any]) -> list[str]:
         spec = parse_worldmodel(body["metadata"]["name"], body.get("spec", {}))

@@ -9,10 +9,10 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from worldserve_operator import builders
-from worldserve_operator.specs import SpecError, parse_tenant, parse_worldmodel, traffic_weights
 
 from tests.k8s_schemas import ROOT, crd_schemas, validate
+from worldserve_operator import builders
+from worldserve_operator.specs import SpecError, parse_tenant, parse_worldmodel, traffic_weights
 
 EXAMPLES = sorted((ROOT / "examples").rglob("*.yaml"))
 OWNER = {"metadata": {"name": "wm", "uid": "1234"}}

@@ -10,12 +10,12 @@ import uuid
 import kopf
 import redis
 from kubernetes import client
+
+from tests.operator.test_reconcile import CM, ISVC, body_of, exists
 from worldserve_operator.handlers import Context
 from worldserve_operator.kube import Kube
 from worldserve_operator.reconcile import WorldModelReconciler
 from worldserve_operator.registry import Registry
-
-from tests.operator.test_reconcile import CM, ISVC, body_of, exists
 
 WM = "worldserve.io/v1alpha1/worldmodels"
 

@@ -9,13 +9,10 @@ import uuid
 from typing import Any
 
 import pytest
-import redis
 from kubernetes import client
-from worldserve_operator.kube import Kube
-from worldserve_operator.reconcile import Draining, TenantReconciler, WorldModelReconciler
-from worldserve_operator.registry import Registry
 
 from tests.k8s_schemas import ROOT
+from worldserve_operator.reconcile import Draining, TenantReconciler
 
 ISVC = "serving.kserve.io/v1beta1/inferenceservices"
 CM = "v1/configmaps"
@@ -27,31 +24,6 @@ def body_of(name: str) -> dict[str, Any]:
     doc = yaml.safe_load((ROOT / "examples" / "worldmodels" / f"{name}.yaml").read_text())
     doc["metadata"].update(uid=uuid.uuid4().hex, generation=1)
     return dict(doc)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def world(kmock, redis_url: str):  # type: ignore[no-untyped-def]
-    kmock.resources[ISVC] = {}
-    kmock.resources[CM] = {}
-    cfg = client.Configuration()
-    cfg.host = str(kmock.url).rstrip("/")
-    api = client.ApiClient(cfg)
-    prefix = f"wsop-{uuid.uuid4().hex[:6]}"
-    r = redis.Redis.from_url(redis_url)
-    clock = Clock()
-    rec = WorldModelReconciler(Kube(api), Registry(r, prefix), clock)
-    yield kmock, rec, Registry(r, prefix), clock, api
-    for key in r.scan_iter(f"{prefix}:*"):
-        r.delete(key)
-    r.close()
 
 
 def exists(kmock, resource: str, namespace: str, name: str) -> bool:  # type: ignore[no-untyped-def]
@@ -169,6 +141,7 @@ async def test_tenant_resources_use_the_admin_records(database_url: str) -> None
 
 def test_handlers_are_registered_with_kopf() -> None:
     import kopf
+
     import worldserve_operator.handlers  # noqa: F401
 
     registry = kopf.get_default_registry()

@@ -74,3 +74,29 @@ def evaluate(
         console.print(f"[yellow]{len(result.failed)} samples failed and were not written "
                       f"(rerun to retry)[/], e.g. {result.failed[0][1]}")
         raise typer.Exit(1)
+
+
+def promote(
+    worldmodel: str = typer.Argument(..., help="WorldModel name."),
+    version: str = typer.Option(..., "--version", help="Version the evaluation is of."),
+    summary: Path = typer.Option(..., "--summary", help="summary.json written by worldserve eval."),
+    namespace: str = typer.Option("default", "--namespace", "-n"),
+) -> None:
+    """Record an evaluation on a WorldModel; make the version stable if it passes the gate."""
+    from kubernetes import client, config
+
+    from worldserve_operator.promote import promote as run_promote
+
+    overall = json.loads(summary.read_text()).get("overall")
+    if not overall:
+        console.print(f"[red]{summary} has no overall row[/]")
+        raise typer.Exit(2)
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    ok, reason = run_promote(client.ApiClient(), namespace, worldmodel, version, overall)
+    if not ok:
+        console.print(f"[red]not promoted[/]: {reason}")
+        raise typer.Exit(1)
+    console.print(f"{worldmodel}: {version} is now stable ({reason})")

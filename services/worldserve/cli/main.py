@@ -30,6 +30,7 @@ app.command("export")(sessions.export)
 app.command("import")(sessions.import_)
 app.command("replay")(sessions.replay)
 app.command("eval")(evaluate.evaluate)
+app.command("promote")(evaluate.promote)
 
 STATE_DIR = Path(".worldserve")
 
