@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     api_key: str | None = Field(
         None, description="Key the CLI's client commands send (admin, usage); else the dev key."
     )
+    auth_stale_s: float = Field(
+        900.0, description="While PostgreSQL is unreachable, key/quota answers this recent are "
+        "still served (0 = fail closed at once)."
+    )
     auth_cache_ttl_s: float = Field(
         4.0, description="How long a key lookup or quota is cached: a revoked key is refused "
         "within this (+ one query) time."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -85,3 +86,47 @@ def drain_usage(redis_url: str, database_url: str, prefix: str) -> Worker:
     worker.sink.close()
     client.close()
     return worker
+
+
+class TcpProxy:
+    """A TCP forwarder whose link can be cut and restored: a database going away, for real."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.target = (target_host, target_port)
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._links: set[asyncio.StreamWriter] = set()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.close()
+            return
+        self._links |= {writer, up_writer}
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    async def start(self) -> TcpProxy:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def cut(self) -> None:
+        """Refuse new connections and drop the open ones."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for writer in self._links:
+            writer.close()
+        self._links.clear()

@@ -465,3 +465,51 @@ async def test_usage_rows_and_report_match_the_steps_served(stack: Stack) -> Non
         after = conn.execute("SELECT sum(steps) FROM usage_hourly WHERE tenant_id = %s",
                              (tenant,)).fetchone()
     assert before == after == (5,)
+
+
+async def test_postgres_outage_keeps_known_keys_working(key_prefix: str, redis_url: str,
+                                                        database_url: str) -> None:
+    from sqlalchemy.engine import make_url
+
+    from tests.integration.helpers import TcpProxy
+
+    url = make_url(database_url)
+    proxy = await TcpProxy(url.host or "127.0.0.1", url.port or 5432).start()
+    via_proxy = url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+    stack = await _stack(key_prefix, redis_url, via_proxy, ScriptedBackend([GOOD]),
+                         auth_cache_ttl_s=0.5)
+    _, md = await stack.tenant()
+    _, md_new = await stack.tenant()  # created, but never used before the outage
+    s = await stack.sim.CreateSession(create(), metadata=md)
+    await proxy.cut()  # PostgreSQL goes away
+    await asyncio.sleep(1.0)  # the cache entries expire
+    for _ in range(3):  # the known key keeps stepping (stale-if-unreachable)
+        await stack.sim.Step(pb.StepRequest(session_id=s.session_id, action="ls"), metadata=md)
+    assert await code_of(stack.sim.CreateSession(create(), metadata=md_new)) == \
+        grpc.StatusCode.UNAVAILABLE  # a key never seen cannot be checked
+    await proxy.start()  # back (same port)
+    await asyncio.sleep(0.6)
+    await stack.sim.CreateSession(create(), metadata=md_new)
+    drained = await asyncio.to_thread(stack.drain)  # outage usage reaches PostgreSQL after
+    assert drained.stats.inserted >= 3
+
+
+async def test_an_unseeded_budget_fails_closed_while_postgres_is_down(key_prefix: str,
+                                                                       redis_url: str) -> None:
+    import redis.asyncio as aioredis
+
+    from worldserve.errors import DatabaseUnavailable
+
+    client = aioredis.Redis.from_url(redis_url)
+    quota = RedisQuota(client, key_prefix)
+
+    async def down(_t: str, _m: str) -> int:
+        raise DatabaseUnavailable("PostgreSQL unreachable")
+
+    with pytest.raises(DatabaseUnavailable):  # a budget that cannot be checked is not granted
+        await quota.reserve(unique("budgeted"), TenantLimits(monthly_token_budget=10_000), 10,
+                            expiry_s=5, seed_month=down)
+    tenant = unique("unbudgeted")  # nothing to enforce: served, the counter is seeded later
+    await quota.reserve(tenant, TenantLimits(), 10, expiry_s=5, seed_month=down)
+    assert await quota.month_used(tenant, month_of(time.time())) is None
+    await client.aclose()

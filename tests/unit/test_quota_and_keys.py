@@ -110,3 +110,32 @@ def test_ttl_cache_shares_one_load_and_expires() -> None:
         assert await cache.get("k", load) == 2  # expired: loaded again
 
     asyncio.run(scenario())
+
+
+def test_ttl_cache_serves_stale_answers_while_the_database_is_down() -> None:
+    from worldserve.errors import DatabaseUnavailable
+    from worldserve.tenancy.directory import _TtlCache
+
+    now = [0.0]
+    cache = _TtlCache(4.0, clock=lambda: now[0], stale_s=60.0)
+    up = [True]
+
+    async def load() -> str:
+        if not up[0]:
+            raise DatabaseUnavailable("PostgreSQL unreachable")
+        return "tenant-a"
+
+    async def scenario() -> None:
+        assert await cache.get("k", load) == "tenant-a"
+        up[0] = False
+        now[0] = 30.0  # expired, but within the stale window: the last answer
+        assert await cache.get("k", load) == "tenant-a"
+        with pytest.raises(DatabaseUnavailable):
+            await cache.get("never-seen", load)  # cannot be checked: refused
+        now[0] = 70.0  # beyond the stale window: fail closed
+        with pytest.raises(DatabaseUnavailable):
+            await cache.get("k", load)
+        up[0] = True
+        assert await cache.get("k", load) == "tenant-a"
+
+    asyncio.run(scenario())

@@ -116,7 +116,7 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
     repo = Repository(create_engine(database_url)) if database_url else None
     if directory is None:
         directory = (DatabaseDirectory(repo, deployment_defaults(settings),
-                                       settings.auth_cache_ttl_s)
+                                       settings.auth_cache_ttl_s, settings.auth_stale_s)
                      if repo is not None else static_directory(settings))
     simulator = Simulator(settings, store, backend, model, directory, quota)
     server = grpc.aio.server(

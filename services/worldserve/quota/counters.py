@@ -29,7 +29,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from worldserve.accounting.events import UsageEvent
-from worldserve.errors import ResourceExhausted
+from worldserve.errors import DatabaseUnavailable, ResourceExhausted
 from worldserve.quota.limits import TenantLimits, month_of, seconds_to_next_month
 from worldserve.quota.lua import RESERVE_LUA, SETTLE_LUA
 from worldserve.sessions.store import guard
@@ -93,6 +93,7 @@ class RedisQuota:
                     f"the tenant's {name} of {value}; lower sampling.max_tokens",
                     subject=f"tenant:{tenant}:{name}")
         base = self._base(tenant)
+        allow_unseeded = 0
         for _ in range(3):
             now = time.time()
             month = month_of(now)
@@ -102,13 +103,20 @@ class RedisQuota:
             keys = [f"{base}:inflight", f"{base}:reserved", self.used_key(tenant, month), tpm_key]
             args: list[Any] = [now, rid, now + expiry_s, tokens, _limit(limits.max_inflight_steps),
                                _limit(limits.tokens_per_minute), _limit(limits.monthly_token_budget),
-                               max(int(60 - now % 60), 1), int(seconds_to_next_month(now))]
+                               max(int(60 - now % 60), 1), int(seconds_to_next_month(now)),
+                               allow_unseeded]
             raw = await guard(lambda: self._reserve(keys=keys, args=args))  # noqa: B023
             verdict = bytes(raw[0]).decode()
             if verdict == "ok":
                 return Reservation(tenant, rid, tokens, tpm_key)
             if verdict == "unseeded":
-                total = await seed_month(tenant, month)
+                try:
+                    total = await seed_month(tenant, month)
+                except DatabaseUnavailable:
+                    if limits.monthly_token_budget is not None:
+                        raise  # a budget that cannot be checked is not granted (fail closed)
+                    allow_unseeded = 1  # nothing to enforce: serve, seed when it is back
+                    continue
                 await guard(lambda: self._r.set(keys[2], total, nx=True,  # noqa: B023
                                                 ex=MONTH_KEY_TTL_S))
                 continue

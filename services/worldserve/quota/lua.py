@@ -1,8 +1,8 @@
 """The quota Lua scripts as text (shared by ``quota.counters`` and the session commit)."""
 
 # KEYS: inflight, reserved, used(month), tpm(minute)
-# ARGV: now, rid, expiry, tokens, max_inflight, tpm_limit, budget, tpm_retry_s, month_retry_s
-#       (-1 = no limit)
+# ARGV: now, rid, expiry, tokens, max_inflight, tpm_limit, budget, tpm_retry_s, month_retry_s,
+#       allow_unseeded (1 = a missing month counter is not an error)   (-1 = no limit)
 RESERVE_LUA = """
 local now = tonumber(ARGV[1])
 local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -13,7 +13,10 @@ for _, rid in ipairs(dead) do
   redis.call('ZREM', KEYS[1], rid)
 end
 local used = redis.call('GET', KEYS[3])
-if not used then return {'unseeded', '0'} end
+if not used then
+  if ARGV[10] ~= '1' then return {'unseeded', '0'} end
+  used = '0'  -- no budget and the database is away: the counter is seeded later
+end
 local tokens = tonumber(ARGV[4])
 local max_inflight = tonumber(ARGV[5])
 if max_inflight >= 0 and redis.call('ZCARD', KEYS[1]) >= max_inflight then

@@ -5,24 +5,27 @@ quota takes effect within ``auth_cache_ttl_s``; concurrent misses for one key sh
 ``StaticDirectory`` serves fixed keys and the deployment defaults: the dev stack without a
 database, and tests of parts that are not about tenancy.
 
-When PostgreSQL is unreachable, cached answers are used until they expire, then requests fail
-with UNAVAILABLE (closed): a key that cannot be checked is not trusted.
+When PostgreSQL is unreachable, keys and quotas seen in the last ``auth_stale_s`` keep their last
+answer (no revocation can be written while the database is down), so clients already working
+keep working; a key never seen before fails with UNAVAILABLE: it cannot be checked.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
 from worldserve.db.repository import Repository
-from worldserve.errors import PermissionDenied
+from worldserve.errors import DatabaseUnavailable, PermissionDenied
 from worldserve.quota.limits import TenantLimits
 from worldserve.tenancy.keys import Principal
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 MAX_CACHED = 10_000
 
 
@@ -48,10 +51,18 @@ class StaticDirectory:
 
 
 class _TtlCache:
-    """A small TTL cache whose concurrent misses for one key run one loader."""
+    """A small TTL cache whose concurrent misses for one key run one loader.
 
-    def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    Stale-if-unreachable: when the loader fails with DatabaseUnavailable, an expired answer
+    younger than ``stale_s`` is served instead (a key cannot be revoked while PostgreSQL is down,
+    so the last answer is still the truth, bar the last few seconds before the outage). Keys
+    never seen before still fail: they cannot be checked.
+    """
+
+    def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic,
+                 stale_s: float = 0.0) -> None:
         self.ttl_s = ttl_s
+        self.stale_s = stale_s
         self._clock = clock
         self._values: dict[object, tuple[float, object]] = {}
         self._loading: dict[object, asyncio.Future[object]] = {}
@@ -67,6 +78,14 @@ class _TtlCache:
         self._loading[key] = future
         try:
             value = await load()
+        except DatabaseUnavailable as exc:
+            if hit is not None and hit[0] + self.stale_s > self._clock():
+                log.warning("PostgreSQL unreachable; serving a cached answer (%s)", exc)
+                future.set_result(hit[1])
+                return hit[1]  # type: ignore[return-value]
+            future.set_exception(exc)
+            future.exception()
+            raise
         except BaseException as exc:
             if isinstance(exc, Exception):
                 future.set_exception(exc)
@@ -84,11 +103,12 @@ class _TtlCache:
 
 
 class DatabaseDirectory:
-    def __init__(self, repo: Repository, defaults: TenantLimits, ttl_s: float = 4.0) -> None:
+    def __init__(self, repo: Repository, defaults: TenantLimits, ttl_s: float = 4.0,
+                 stale_s: float = 900.0) -> None:
         self.repo = repo
         self._defaults = defaults
-        self._keys = _TtlCache(ttl_s)
-        self._limits = _TtlCache(ttl_s)
+        self._keys = _TtlCache(ttl_s, stale_s=stale_s)
+        self._limits = _TtlCache(ttl_s, stale_s=stale_s)
 
     async def authenticate(self, key: str) -> Principal | None:
         digest = hashlib.sha256(key.encode()).digest()  # the cache never holds the key itself
