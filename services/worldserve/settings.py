@@ -94,6 +94,13 @@ class Settings(BaseSettings):
     )
     worker_name: str = Field("", description="Consumer name in the group; empty = host-pid.")
 
+    # --- observability ---
+    metrics_port: int = Field(9090, description="Prometheus metrics port of the gateway; 0 = off.")
+    otlp_endpoint: str = Field("", description="OTLP/gRPC collector for traces; empty = off.")
+    otlp_insecure: bool = Field(True, description="Plain-text OTLP (inside the cluster).")
+    service_name: str = Field("worldserve-gateway", description="service.name of the traces.")
+    log_format: str = Field("text", description="'text' or 'json' (with trace ids).")
+
     # --- operator ---
     operator_namespaces: list[str] = Field(
         [], description="Namespaces the operator watches; empty = the whole cluster."

@@ -93,3 +93,21 @@ def test_values_schema_rejects_typos(helm: str) -> None:
     out = subprocess.run([helm, "template", "ws", str(CHART), "--set", "redis.enabled=false"],
                          capture_output=True, text=True)
     assert out.returncode != 0  # external Redis needs redis.externalUrl
+
+
+def test_grafana_dashboard_queries_metrics_the_gateway_exports(helm: str) -> None:
+    import json
+    import re
+
+    from worldserve.observability import metrics
+
+    docs = render(helm, "-f", str(PRODUCTION))
+    board = next(d for d in docs if d["kind"] == "ConfigMap"
+                 and d["metadata"]["name"] == "ws-worldserve-dashboard")
+    panels = json.loads(board["data"]["worldserve.json"])["panels"]
+    exported = {m.name for m in metrics.REGISTRY.collect()}
+    for panel in panels:
+        names = set(re.findall(r"worldserve_[a-z_]+", panel["targets"][0]["expr"]))
+        for name in names:
+            base = re.sub(r"_(bucket|count|sum|total)$", "", name)
+            assert name in exported or base in exported, (panel["title"], name)

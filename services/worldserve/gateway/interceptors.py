@@ -16,8 +16,12 @@ import grpc
 from google.protobuf import duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from worldserve import errors
+from worldserve.observability import metrics
+from worldserve.observability.tracing import tracer
 from worldserve.tenancy.directory import Directory
 from worldserve.tenancy.keys import Principal
 
@@ -120,6 +124,48 @@ def _guard(behavior: Any) -> Any:
 ADMIN_PREFIX = "/worldserve.v1.Admin/"
 
 
+class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
+    """Outermost: one trace span per RPC and the RPC counter by method and status code."""
+
+    async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]],
+                                details: grpc.HandlerCallDetails) -> Any:
+        handler = await continuation(details)
+        if handler is None or details.method.startswith(PUBLIC_PREFIXES):
+            return handler
+        method = details.method.lstrip("/")
+
+        def finish(span: Any, context: grpc.aio.ServicerContext) -> None:
+            code = context.code() or grpc.StatusCode.OK
+            code = code if isinstance(code, grpc.StatusCode) else grpc.StatusCode.OK
+            span.set_attribute("rpc.grpc.status_code", code.value[0])
+            if code is not grpc.StatusCode.OK:
+                span.set_status(Status(StatusCode.ERROR, code.name))
+            metrics.RPCS.labels(method, code.name).inc()
+
+        def wrap(behavior: Any) -> Any:
+            if _is_streaming(behavior):
+                async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                    with tracer.start_as_current_span(method, kind=SpanKind.SERVER,
+                                                      attributes={"rpc.system": "grpc"}) as span:
+                        try:
+                            async for item in behavior(request, context):
+                                yield item
+                        finally:
+                            finish(span, context)
+                return stream
+
+            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                with tracer.start_as_current_span(method, kind=SpanKind.SERVER,
+                                                  attributes={"rpc.system": "grpc"}) as span:
+                    try:
+                        return await behavior(request, context)
+                    finally:
+                        finish(span, context)
+            return unary
+
+        return _rewrap(handler, wrap)
+
+
 def _bearer(details: grpc.HandlerCallDetails) -> str | None:
     metadata = dict(details.invocation_metadata or ())
     header = metadata.get("authorization", "")
@@ -146,6 +192,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             raise errors.PermissionDenied("the Admin API needs an admin-role key")
         current_tenant.set(principal.tenant)
         current_principal.set(principal)
+        trace.get_current_span().set_attribute("worldserve.tenant", principal.tenant)
         return principal
 
     async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]],

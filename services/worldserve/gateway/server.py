@@ -22,9 +22,14 @@ from worldserve.backends.checkpoint import load_chat_template
 from worldserve.backends.triton import TritonBackend
 from worldserve.db.repository import Repository, create_engine
 from worldserve.gateway.admin_servicer import AdminServicer
-from worldserve.gateway.interceptors import AuthInterceptor, ErrorInterceptor
+from worldserve.gateway.interceptors import (
+    AuthInterceptor,
+    ErrorInterceptor,
+    ObservabilityInterceptor,
+)
 from worldserve.gateway.servicer import SimulatorServicer
 from worldserve.gateway.simulator import ModelTarget, Simulator
+from worldserve.observability import logs, metrics, tracing
 from worldserve.quota.counters import RedisQuota
 from worldserve.quota.limits import TenantLimits
 from worldserve.sessions.store import RedisSessionStore, SessionStore
@@ -69,9 +74,14 @@ class Gateway:
             await aclose()
 
     async def _update_health(self) -> None:
-        ok = False
+        store_ok = backend_ok = False
         with contextlib.suppress(Exception):
-            ok = await self.store.ping() and await self.backend.ready()
+            store_ok = await self.store.ping()
+        with contextlib.suppress(Exception):
+            backend_ok = await self.backend.ready()
+        metrics.STORE_UP.set(int(store_ok))
+        metrics.BACKEND_UP.set(int(backend_ok))
+        ok = store_ok and backend_ok
         status = (health_pb2.HealthCheckResponse.SERVING if ok
                   else health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.health.set(SERVICE, status)
@@ -120,7 +130,7 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
                      if repo is not None else static_directory(settings))
     simulator = Simulator(settings, store, backend, model, directory, quota)
     server = grpc.aio.server(
-        interceptors=[ErrorInterceptor(), AuthInterceptor(directory)],
+        interceptors=[ObservabilityInterceptor(), ErrorInterceptor(), AuthInterceptor(directory)],
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)],
     )
@@ -155,8 +165,14 @@ async def serve(settings: Settings, redis_url: str, database_url: str | None) ->
 def main() -> None:
     from worldserve.dev.services import resolve_redis_url
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = Settings()
+    logs.setup(settings.log_format)
+    tracing.configure(settings)
+    if settings.metrics_port:
+        try:
+            metrics.serve(settings.metrics_port)
+        except OSError as exc:  # serving steps matters more than exporting metrics
+            log.error("metrics port %d unavailable: %s", settings.metrics_port, exc)
     redis_url = resolve_redis_url(settings)
     asyncio.run(serve(settings, redis_url, settings.database_url))
 

@@ -31,6 +31,8 @@ from worldserve.errors import (
     ResourceExhausted,
 )
 from worldserve.gateway.generation import Delta, Meter, generate
+from worldserve.observability import metrics
+from worldserve.observability.tracing import tracer
 from worldserve.quota.counters import RedisQuota, Reservation
 from worldserve.quota.limits import check_allowed, reservation_tokens
 from worldserve.sessions.lineage import base_count, fork_lineage
@@ -165,6 +167,7 @@ class Simulator:
         session_id = "s_" + uuid.uuid4().hex
         limit = NO_LIMIT if limits.max_sessions is None else limits.max_sessions
         if not await self.store.admit(tenant, session_id, ttl, limit):
+            metrics.QUOTA_REFUSALS.labels(tenant, "max_sessions").inc()
             raise ResourceExhausted(f"tenant already holds {limit} open sessions",
                                     subject=f"tenant:{tenant}:max_sessions", retry_after_s=30)
         record = SessionRecord(
@@ -260,6 +263,14 @@ class Simulator:
         return ((record.seed * 1_000_003 + turn_number) * 1_009 + sample) % (2**31 - 1)
 
     @staticmethod
+    def _observe(tenant: str, record: SessionRecord, meter: Meter, outcome: str) -> None:
+        metrics.STEPS.labels(tenant, record.model_version, record.domain, outcome).inc()
+        for kind, value in (("input", meter.input_tokens), ("output", meter.output_tokens),
+                            ("reasoning", meter.reasoning_tokens)):
+            if value:
+                metrics.TOKENS.labels(tenant, record.model_version, kind).inc(value)
+
+    @staticmethod
     def _event(record: SessionRecord, meter: Meter, started: float, outcome: str,
                fault: str = "") -> UsageEvent:
         ended = time.time()
@@ -291,7 +302,8 @@ class Simulator:
         any step, never stored; ``sample`` selects its seed (sample 0 = the committed one's).
         """
         self._check_step(step)
-        loaded = await self.store.load(tenant, step.session_id)
+        with tracer.start_as_current_span("session.load", attributes={"db.system": "redis"}):
+            loaded = await self.store.load(tenant, step.session_id)
         if loaded is None:
             raise NotFound(f"session {step.session_id} not found")
         record, turns = loaded.record, loaded.turns
@@ -318,9 +330,18 @@ class Simulator:
         check_allowed(limits, tenant, record.model_version, "", record.domain)  # quotas change
         tokens = reservation_tokens(_utf8_len(first_prompt), sampling.max_tokens,
                                     self.settings.reserve_bytes_per_token)
-        reservation = await self.quota.reserve(tenant, limits, tokens, timeout + 60,
-                                               self.directory.month_tokens)
+        with tracer.start_as_current_span("quota.reserve", attributes={"db.system": "redis",
+                                                                        "worldserve.tokens": tokens}):
+            try:
+                reservation = await self.quota.reserve(tenant, limits, tokens, timeout + 60,
+                                                       self.directory.month_tokens)
+            except ResourceExhausted as exc:
+                metrics.QUOTA_REFUSALS.labels(tenant, exc.subject.rsplit(":", 1)[-1]).inc()
+                raise
         meter = Meter()
+        model_labels = (record.model_version, record.domain)
+        metrics.INFLIGHT.labels(record.model_version).inc()
+        first_delta = True
         try:
             parsed = None
             for attempt in range(2):
@@ -329,9 +350,15 @@ class Simulator:
                 prompt = (first_prompt if attempt == 0
                           else self._prompt(record, turns, step, True, fault))
                 text: list[str] = []
-                async for delta in generate(self.backend, prompt, sampling, seed, deadline, meter,
-                                             text):
-                    yield delta
+                with tracer.start_as_current_span("model.generate", attributes={
+                        "worldserve.attempt": attempt, "worldserve.model": record.model_version}):
+                    async for delta in generate(self.backend, prompt, sampling, seed, deadline,
+                                                meter, text):
+                        if first_delta:
+                            metrics.FIRST_TOKEN_SECONDS.labels(record.model_version).observe(
+                                time.time() - started)
+                            first_delta = False
+                        yield delta
                 try:
                     parsed = parse_completion("".join(text))
                     break
@@ -343,9 +370,12 @@ class Simulator:
                     f"{meter.finish or 'unknown'}); the turn was not stored")
         except BaseException as exc:
             cancelled = isinstance(exc, asyncio.CancelledError | GeneratorExit)
-            await self._settle_failed(reservation, record, meter, started,
-                                      "cancelled" if cancelled else "error", fault)
+            outcome = "cancelled" if cancelled else "error"
+            await self._settle_failed(reservation, record, meter, started, outcome, fault)
+            self._observe(tenant, record, meter, outcome)
             raise
+        finally:
+            metrics.INFLIGHT.labels(record.model_version).dec()
         turn = TurnRecord(
             action=step.action, observation=parsed.observation, reasoning=parsed.reasoning,
             input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
@@ -360,13 +390,17 @@ class Simulator:
         if not commit:
             await self.quota.settle(reservation, self._event(record, meter, started, "preview",
                                                              fault))
+            self._observe(tenant, record, meter, "preview")
             yield StepResult(record.session_id, len(turns) + 1, turn, preview=True, sample=sample)
             return
         expected = len(turns) if step.expected_turn is None else step.expected_turn
         event = self._event(record, meter, started, "ok", fault)
         settlement = Settlement(self.quota.settle_keys(reservation, event.ended_at),
                                 self.quota.settle_args(reservation, event))
-        result = await self.store.commit(record, turn, expected, max_turns, settlement)
+        with tracer.start_as_current_span("session.commit", attributes={"db.system": "redis"}):
+            result = await self.store.commit(record, turn, expected, max_turns, settlement)
+        self._observe(tenant, record, meter, result.outcome)
+        metrics.STEP_SECONDS.labels(*model_labels).observe(time.time() - started)
         if result.outcome == "ok":
             yield StepResult(record.session_id, result.turn_count, turn)
         elif result.outcome == "replay":
