@@ -25,6 +25,14 @@ class Settings(BaseSettings):
     grace_period_s: float = Field(
         10.0, description="In-flight RPCs get this long to finish on SIGTERM (pod grace period)."
     )
+    tls_cert_file: Path | None = Field(
+        None, description="PEM certificate chain of the gateway; set with tls_key_file = TLS."
+    )
+    tls_key_file: Path | None = Field(None, description="PEM private key of the gateway.")
+    tls_client_ca_file: Path | None = Field(
+        None, description="PEM CA bundle; when set, clients must present a certificate it "
+        "signed (mutual TLS)."
+    )
     dev_api_key: str | None = Field(
         None, description="Bearer key of the dev tenant; `worldserve up` generates one if unset."
     )

@@ -9,7 +9,7 @@ def test_public_surface_is_exactly_what_is_meant() -> None:
         "FaultPolicy", "InternalError", "InvalidArgument",
         "NotFound", "ObservationDelta", "PermissionDenied", "ReasoningDelta",
         "ResourceExhausted", "Restart", "SessionInfo", "StepResult", "StreamEvent", "Turn",
-        "Unauthenticated", "Unavailable", "Unimplemented", "Usage", "WorldserveError",
+        "Unauthenticated", "Unavailable", "Unimplemented", "Usage", "WorldserveError", "tls_credentials",
     }
     for name in sdk.__all__:
         assert getattr(sdk, name) is not None

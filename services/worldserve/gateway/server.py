@@ -92,6 +92,18 @@ class Gateway:
             await self._update_health()
 
 
+def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+    """TLS when a certificate is configured; mutual TLS when a client CA is too."""
+    if settings.tls_cert_file is None and settings.tls_key_file is None:
+        return None
+    if settings.tls_cert_file is None or settings.tls_key_file is None:
+        raise ValueError("TLS needs both WORLDSERVE_TLS_CERT_FILE and WORLDSERVE_TLS_KEY_FILE")
+    ca = settings.tls_client_ca_file.read_bytes() if settings.tls_client_ca_file else None
+    return grpc.ssl_server_credentials(
+        [(settings.tls_key_file.read_bytes(), settings.tls_cert_file.read_bytes())],
+        root_certificates=ca, require_client_auth=ca is not None)
+
+
 def deployment_defaults(settings: Settings) -> TenantLimits:
     """Quotas of a tenant that has none of its own."""
     return TenantLimits(
@@ -143,7 +155,10 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
     reflection.enable_server_reflection(
         [SERVICE, ADMIN_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
          reflection.SERVICE_NAME], server)
-    port = server.add_insecure_port(f"{settings.gateway_host}:{settings.gateway_port}")
+    address = f"{settings.gateway_host}:{settings.gateway_port}"
+    credentials = server_credentials(settings)
+    port = (server.add_secure_port(address, credentials) if credentials is not None
+            else server.add_insecure_port(address))
     if port == 0:
         raise OSError(f"cannot bind {settings.gateway_host}:{settings.gateway_port}")
     return Gateway(server, port, store, backend, health_servicer, repo, simulator)

@@ -12,7 +12,7 @@ from worldserve.errors import (
     WorldserveError,
 )
 from worldserve.sdk._convert import InternalError, Unimplemented
-from worldserve.sdk.client import AsyncClient, Client
+from worldserve.sdk.client import AsyncClient, Client, tls_credentials
 from worldserve.sdk.types import (
     BatchItem,
     BatchStep,
@@ -54,4 +54,5 @@ __all__ = [
     "Unimplemented",
     "Usage",
     "WorldserveError",
+    "tls_credentials",
 ]

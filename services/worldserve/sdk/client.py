@@ -32,10 +32,20 @@ def _metadata(api_key: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {api_key}"),)
 
 
+def tls_credentials(root_certificates: bytes | None = None, certificate: bytes | None = None,
+                    private_key: bytes | None = None) -> grpc.ChannelCredentials:
+    """Channel credentials for a TLS gateway (CA bundle; client cert and key for mutual TLS).
+
+    Pass the result as ``credentials=`` to ``Client`` / ``AsyncClient``."""
+    return grpc.ssl_channel_credentials(root_certificates, private_key, certificate)
+
+
 class Client:
     def __init__(self, target: str = "127.0.0.1:50051", api_key: str = "",
-                 timeout_s: float | None = 300.0, channel: grpc.Channel | None = None) -> None:
-        self._channel = channel or grpc.insecure_channel(target)
+                 timeout_s: float | None = 300.0, channel: grpc.Channel | None = None,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
+        self._channel = channel or (grpc.secure_channel(target, credentials) if credentials
+                                    else grpc.insecure_channel(target))
         self._stub = pb_grpc.SimulatorStub(self._channel)
         self._md = _metadata(api_key)
         self.timeout_s = timeout_s
@@ -123,8 +133,10 @@ class Client:
 
 class AsyncClient:
     def __init__(self, target: str = "127.0.0.1:50051", api_key: str = "",
-                 timeout_s: float | None = 300.0, channel: grpc.aio.Channel | None = None) -> None:
-        self._channel = channel or grpc.aio.insecure_channel(target)
+                 timeout_s: float | None = 300.0, channel: grpc.aio.Channel | None = None,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
+        self._channel = channel or (grpc.aio.secure_channel(target, credentials) if credentials
+                                    else grpc.aio.insecure_channel(target))
         self._stub = pb_grpc.SimulatorStub(self._channel)
         self._md = _metadata(api_key)
         self.timeout_s = timeout_s
