@@ -107,12 +107,18 @@ def parse_agentworldbench(content: bytes | str, domain: str = "") -> ImportedTra
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
-                records.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"line {number} is not JSON: {exc}") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"line {number} is not a JSON object")
+            records.append(record)
     if not records:
         raise ValueError("no AgentWorldBench record found")
-    record = max(records, key=lambda r: int(r.get("turn_idx", len(r.get("prompt", [])))))
+    try:
+        record = max(records, key=lambda r: int(r.get("turn_idx") or len(r.get("prompt") or [])))
+    except (TypeError, ValueError):
+        raise ValueError("turn_idx must be an integer") from None
     prompts, responses = record.get("prompt"), record.get("response")
     if not isinstance(prompts, list) or not isinstance(responses, list):
         raise ValueError("an AgentWorldBench record needs list fields 'prompt' and 'response'")

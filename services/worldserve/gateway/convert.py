@@ -5,6 +5,7 @@ from __future__ import annotations
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from worldserve.domains.parsing import Part
+from worldserve.errors import InvalidArgument
 from worldserve.gateway.simulator import (
     Delta,
     NewSession,
@@ -24,6 +25,15 @@ def _ts(epoch: float) -> Timestamp:
     return ts
 
 
+def _domain(value: int) -> str:
+    if value == pb.DOMAIN_UNSPECIFIED:
+        return ""
+    try:
+        return pb.Domain.Name(value)  # type: ignore[arg-type]
+    except ValueError:
+        raise InvalidArgument(f"unknown domain value {value}") from None
+
+
 def _faults(policy: pb.FaultPolicy) -> dict[str, object]:
     faults: dict[str, object] = {"kinds": list(policy.kinds), "rate": policy.rate,
                                  "turns": list(policy.turns)}
@@ -40,7 +50,7 @@ def new_session(req: pb.CreateSessionRequest | pb.ImportTrajectoryRequest) -> Ne
         task, state = req.task_instruction, req.initial_state
         prompt = req.system_prompt if req.HasField("system_prompt") else None
     return NewSession(
-        domain="" if req.domain == pb.DOMAIN_UNSPECIFIED else pb.Domain.Name(req.domain),
+        domain=_domain(req.domain),
         model=req.model,
         task_instruction=task,
         initial_state=state,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 from google.protobuf.struct_pb2 import Struct
 
-from worldserve.errors import InvalidArgument
+from worldserve.errors import InvalidArgument, ResourceExhausted
 from worldserve.gateway import convert, trajectories
 from worldserve.gateway.batch import run_batch
 from worldserve.gateway.interceptors import current_tenant, status_code
@@ -17,6 +18,16 @@ from worldserve.v1 import simulator_pb2 as pb
 from worldserve.v1 import simulator_pb2_grpc as pb_grpc
 
 MAX_PAGE = 500
+MAX_REPLY_BYTES = 4 * 1024 * 1024 - 64 * 1024  # under the channel's 4 MiB message limit
+
+
+def _fits(message: Any, what: str) -> Any:
+    """Refuse a reply the channel could not carry, with a hint instead of a transport error."""
+    size = message.ByteSize()
+    if size > MAX_REPLY_BYTES:
+        raise ResourceExhausted(f"{what} is {size} bytes, over the {MAX_REPLY_BYTES}-byte reply "
+                                "limit", subject="reply:bytes")
+    return message
 
 
 def _timeout(context: grpc.aio.ServicerContext) -> float | None:
@@ -51,7 +62,8 @@ class SimulatorServicer(pb_grpc.SimulatorServicer):
                          context: grpc.aio.ServicerContext) -> pb.Session:
         record, turns, count = await self.sim.get_session(
             current_tenant.get(), request.session_id, request.include_turns)
-        return convert.session_pb(record, count, turns)
+        return _fits(convert.session_pb(record, count, turns),
+                     "the session with its turns (read them in an export instead)")
 
     async def ListSessions(self, request: pb.ListSessionsRequest,
                            context: grpc.aio.ServicerContext) -> pb.ListSessionsResponse:
@@ -105,8 +117,9 @@ class SimulatorServicer(pb_grpc.SimulatorServicer):
             request.include_forks)
         metadata = Struct()
         metadata.update(summary)  # type: ignore[arg-type]
-        return pb.ExportTrajectoryResponse(format=str(summary["format"]), content=content,
-                                           metadata=metadata)
+        return _fits(pb.ExportTrajectoryResponse(format=str(summary["format"]), content=content,
+                                                 metadata=metadata),
+                     "the export (export fewer forks or a subtree)")
 
     async def ImportTrajectory(self, request: pb.ImportTrajectoryRequest,
                                context: grpc.aio.ServicerContext) -> pb.Session:

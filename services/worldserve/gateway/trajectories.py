@@ -48,7 +48,7 @@ async def import_trajectory(sim: Simulator, tenant: str, content: bytes, fmt: st
         raise InvalidArgument(f"a trajectory may be at most {sim.settings.max_import_bytes} bytes")
     try:
         parsed = parse_agentworldbench(content, new.domain)
-    except ValueError as exc:
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
         raise InvalidArgument(f"not an importable trajectory: {exc}") from None
     if len(parsed.turns) >= sim.settings.max_turns_per_session:
         raise InvalidArgument(f"the trajectory has {len(parsed.turns)} turns; sessions hold at "
