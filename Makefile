@@ -4,14 +4,14 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 WHEELS := $(wildcard /opt/wheels)
 
-.PHONY: install demo up test check lint typecheck proto proto-check train clean
+.PHONY: install demo up test check lint typecheck proto proto-check train clean loadtest
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch 2.13 CPU build: this machine's image keeps the wheel in /opt/wheels.
 	$(PY) -m pip install -q $(if $(WHEELS),--find-links /opt/wheels) "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[model,embedded,gym,operator,dev]"
+	$(PY) -m pip install -q -e ".[model,embedded,gym,operator,loadtest,dev]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -25,10 +25,13 @@ up: install              ## start the stack and keep it running (Ctrl-C stops it
 test: install            ## unit + integration tests (real Redis, real Triton)
 	$(PY) -m pytest
 
+loadtest: install       ## Locust, headless, against `worldserve up` (started if not running)
+	PYTHON=$(PY) bash scripts/loadtest.sh
+
 check: lint typecheck proto-check
 
 lint: install
-	$(VENV)/bin/ruff check services operators tests bench
+	$(VENV)/bin/ruff check services operators tests bench loadtests
 
 typecheck: install
 	$(VENV)/bin/mypy
