@@ -1,0 +1,98 @@
+"""Faults survived with real processes: Redis killed and restarted under a running gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from tests.conftest import TEST_KEY
+from tests.integration.backends import EchoBackend
+from tests.integration.helpers import auth, running_gateway, stub_for
+from worldserve.dev.services import BundledRedis
+from worldserve.settings import Settings
+from worldserve.v1 import simulator_pb2 as pb
+
+pytestmark = pytest.mark.integration
+
+
+async def test_redis_restart_keeps_sessions_and_clients_recover(tmp_path: Path) -> None:
+    redis_server = BundledRedis(tmp_path / "redis").start()
+    settings = Settings(gateway_port=0, key_prefix="wsrel", dev_api_key=TEST_KEY)
+    md = auth(TEST_KEY)
+    try:
+        async with running_gateway(settings, redis_server.url, EchoBackend()) as gw, \
+                stub_for(gw) as stub:
+            s = await stub.CreateSession(pb.CreateSessionRequest(domain=pb.TERMINAL), metadata=md)
+            await stub.Step(pb.StepRequest(session_id=s.session_id, action="ls",
+                                           expected_turn=0), metadata=md)
+            await asyncio.sleep(1.2)  # appendfsync everysec: the AOF has the turn
+            assert redis_server.process is not None
+            redis_server.process.send_signal(signal.SIGKILL)  # a crash, not a clean shutdown
+            redis_server.process.wait(10)
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.Step(pb.StepRequest(session_id=s.session_id, action="pwd",
+                                               expected_turn=1), metadata=md, timeout=10)
+            assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+            restarted = time.monotonic()
+            redis_server.start()  # same port, same data directory: AOF replay
+            for _ in range(100):  # the gateway reconnects by itself
+                try:
+                    r = await stub.Step(pb.StepRequest(session_id=s.session_id, action="pwd",
+                                                       expected_turn=1), metadata=md, timeout=5)
+                    break
+                except grpc.aio.AioRpcError as exc:
+                    assert exc.code() == grpc.StatusCode.UNAVAILABLE
+                    await asyncio.sleep(0.1)
+            recovery_s = time.monotonic() - restarted
+            assert r.turn == 2  # the turn from before the crash survived
+            got = await stub.GetSession(pb.GetSessionRequest(session_id=s.session_id,
+                                                             include_turns=True), metadata=md)
+            assert [t.action for t in got.turns] == ["ls", "pwd"]
+            print(f"recovered {recovery_s:.2f}s after Redis restarted")
+            assert recovery_s < 10
+    finally:
+        redis_server.stop()
+
+
+async def test_gateway_sigterm_lets_in_flight_streams_finish(make_settings, redis_url,  # type: ignore[no-untyped-def]
+                                                             tmp_path: Path) -> None:
+    from worldserve.dev.launcher import settings_env, spawn
+    from worldserve.dev.services import free_port, port_open
+    from worldserve.v1 import simulator_pb2_grpc as pb_grpc
+
+    settings = make_settings(gateway_port=free_port(), grace_period_s=20.0,
+                             default_max_tokens=300, metrics_port=0)
+    child = spawn("gateway", "worldserve.gateway.server",
+                  settings_env(settings, WORLDSERVE_REDIS_URL=redis_url), tmp_path)
+    try:
+        for _ in range(200):
+            if port_open("127.0.0.1", settings.gateway_port):
+                break
+            await asyncio.sleep(0.1)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{settings.gateway_port}") as channel:
+            stub = pb_grpc.SimulatorStub(channel)
+            md = auth(TEST_KEY)
+            s = await stub.CreateSession(pb.CreateSessionRequest(
+                domain=pb.TERMINAL, initial_state="cwd /home/agent"), metadata=md)
+            call = stub.StreamStep(pb.StepRequest(session_id=s.session_id, action="ls -la"),
+                                   metadata=md)
+            first = await call.read()
+            assert first is not grpc.aio.EOF
+            stopped = time.monotonic()
+            child.process.send_signal(signal.SIGTERM)  # a pod being rolled
+            events = [first]
+            while (event := await call.read()) is not grpc.aio.EOF:
+                events.append(event)
+            assert events[-1].WhichOneof("event") == "final"  # the stream finished
+            with pytest.raises(grpc.aio.AioRpcError):  # new RPCs are no longer accepted
+                await stub.CreateSession(pb.CreateSessionRequest(domain=pb.TERMINAL),
+                                         metadata=md, timeout=2)
+        assert await asyncio.to_thread(child.process.wait, 30) == 0
+        print(f"gateway exited {time.monotonic() - stopped:.2f}s after SIGTERM")
+    finally:
+        child.stop(5)
