@@ -119,6 +119,10 @@ class Settings(BaseSettings):
     triton_http_port: int = Field(8000, description="Triton HTTP port of the embedded server.")
     triton_metrics_port: int = Field(8002, description="Triton metrics port of the embedded server.")
     model_name: str = Field("worldmodel", description="Triton model name to call.")
+    use_registry: bool = Field(
+        False, description="Route by the operator's Redis model registry (versions, weights, "
+        "endpoints) instead of the single triton_url/model_version_label."
+    )
     model_version_label: str = Field(
         "worldserve-tiny-moe@1", description="Version recorded on each turn (name@version)."
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import TypeAlias
 
 import grpc
@@ -17,7 +18,8 @@ Ctx: TypeAlias = grpc.aio.ServicerContext
 
 
 class AdminServicer(pb_grpc.AdminServicer):
-    def __init__(self, repo: Repository | None, models: list[tuple[str, list[str]]]) -> None:
+    def __init__(self, repo: Repository | None,
+                 models: Callable[[], list[tuple[str, list[str]]]]) -> None:
         self._repo = repo
         self._models = models
 
@@ -73,4 +75,4 @@ class AdminServicer(pb_grpc.AdminServicer):
     async def ListModels(self, request: pb.ListModelsRequest, context: Ctx
                          ) -> pb.ListModelsResponse:
         return pb.ListModelsResponse(models=[pb.Model(version=v, aliases=a)
-                                             for v, a in self._models])
+                                             for v, a in self._models()])

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,10 +29,12 @@ from worldserve.gateway.interceptors import (
     ObservabilityInterceptor,
 )
 from worldserve.gateway.servicer import SimulatorServicer
-from worldserve.gateway.simulator import ModelTarget, Simulator
+from worldserve.gateway.simulator import Simulator
 from worldserve.observability import logs, metrics, tracing
 from worldserve.quota.counters import RedisQuota
 from worldserve.quota.limits import TenantLimits
+from worldserve.routing.choice import Entry
+from worldserve.routing.router import RegistryRouter, Router, StaticRouter
 from worldserve.sessions.store import RedisSessionStore, SessionStore
 from worldserve.settings import Settings
 from worldserve.tenancy.directory import DatabaseDirectory, Directory, StaticDirectory
@@ -50,13 +53,14 @@ class Gateway:
     server: grpc.aio.Server
     port: int
     store: SessionStore
-    backend: Backend
+    router: Router
     health: health.aio.HealthServicer
     repo: Repository | None = None
     simulator: Simulator | None = None
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
     async def start(self) -> None:
+        await self.router.start()
         await self._update_health()  # health answers for the service from the first RPC on
         await self.server.start()
         self._tasks.append(asyncio.create_task(self._watch_health()))
@@ -66,7 +70,7 @@ class Gateway:
             task.cancel()
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
-        await self.backend.aclose()
+        await self.router.aclose()
         if self.repo is not None:
             await self.repo.aclose()
         aclose = getattr(self.store, "aclose", None)
@@ -78,7 +82,7 @@ class Gateway:
         with contextlib.suppress(Exception):
             store_ok = await self.store.ping()
         with contextlib.suppress(Exception):
-            backend_ok = await self.backend.ready()
+            backend_ok = await self.router.ready()
         metrics.STORE_UP.set(int(store_ok))
         metrics.BACKEND_UP.set(int(backend_ok))
         ok = store_ok and backend_ok
@@ -126,29 +130,37 @@ def static_directory(settings: Settings) -> StaticDirectory:
 
 def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None = None,
                   backend: Backend | None = None, database_url: str | None = None,
-                  directory: Directory | None = None) -> Gateway:
+                  directory: Directory | None = None,
+                  backend_for: Callable[[Entry], Backend] | None = None) -> Gateway:
     """With ``database_url``, keys and quotas come from PostgreSQL and the Admin API works;
     without it, the dev key from settings is the only tenant (see ``static_directory``)."""
     redis_store = (store if isinstance(store, RedisSessionStore)
                    else RedisSessionStore.from_url(redis_url, settings.key_prefix))
     store = store or redis_store
     quota = RedisQuota(redis_store.client, settings.key_prefix)  # shares the store's pool
-    backend = backend or TritonBackend(settings.triton_url, settings.model_name)
-    model = ModelTarget(settings.model_version_label, load_chat_template(settings.model_dir))
+    template = load_chat_template(settings.model_dir)
+    router: Router
+    if settings.use_registry:  # the operator's registry: versions, weights, endpoints
+        router = RegistryRouter(
+            redis_store.client, settings.key_prefix,
+            backend_for or (lambda e: TritonBackend(e.endpoint, e.triton_model)), template)
+    else:
+        router = StaticRouter(settings.model_version_label,
+                              backend or TritonBackend(settings.triton_url, settings.model_name),
+                              template)
     repo = Repository(create_engine(database_url)) if database_url else None
     if directory is None:
         directory = (DatabaseDirectory(repo, deployment_defaults(settings),
                                        settings.auth_cache_ttl_s, settings.auth_stale_s)
                      if repo is not None else static_directory(settings))
-    simulator = Simulator(settings, store, backend, model, directory, quota)
+    simulator = Simulator(settings, store, router, directory, quota)
     server = grpc.aio.server(
         interceptors=[ObservabilityInterceptor(), ErrorInterceptor(), AuthInterceptor(directory)],
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)],
     )
     simulator_pb2_grpc.add_SimulatorServicer_to_server(SimulatorServicer(simulator), server)
-    name = settings.model_version_label.split("@", 1)[0]
-    admin = AdminServicer(repo, [(settings.model_version_label, ["stable", name])])
+    admin = AdminServicer(repo, router.models)
     admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -161,7 +173,7 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
             else server.add_insecure_port(address))
     if port == 0:
         raise OSError(f"cannot bind {settings.gateway_host}:{settings.gateway_port}")
-    return Gateway(server, port, store, backend, health_servicer, repo, simulator)
+    return Gateway(server, port, store, router, health_servicer, repo, simulator)
 
 
 async def serve(settings: Settings, redis_url: str, database_url: str | None) -> None:

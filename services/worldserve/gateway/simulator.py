@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from worldserve.accounting.events import UsageEvent
-from worldserve.backends.base import Backend
 from worldserve.domains.chat import render_chat
 from worldserve.domains.faults import control_instruction, fault_for, normalize_policy
 from worldserve.domains.parsing import MalformedCompletion, parse_completion
@@ -35,6 +34,7 @@ from worldserve.observability import metrics
 from worldserve.observability.tracing import tracer
 from worldserve.quota.counters import RedisQuota, Reservation
 from worldserve.quota.limits import check_allowed, reservation_tokens
+from worldserve.routing.router import Router
 from worldserve.sessions.lineage import base_count, fork_lineage
 from worldserve.sessions.records import Sampling, SessionRecord, TurnRecord
 from worldserve.sessions.rules import Verdict, admit
@@ -89,35 +89,24 @@ class Restart:
 StepEvent = Delta | Restart | StepResult
 
 
-@dataclass(frozen=True, slots=True)
-class ModelTarget:
-    """What a session is pinned to: a version label and the chat template to render with."""
-
-    version: str
-    chat_template: str
-
-
 def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
 class Simulator:
-    def __init__(self, settings: Settings, store: SessionStore, backend: Backend,
-                 model: ModelTarget, directory: Directory, quota: RedisQuota) -> None:
+    def __init__(self, settings: Settings, store: SessionStore, router: Router,
+                 directory: Directory, quota: RedisQuota) -> None:
         self.settings = settings
         self.store = store
-        self.backend = backend
-        self.model = model
+        self.router = router
         self.directory = directory
         self.quota = quota
 
     # --- sessions ---
 
     def _resolve_model(self, requested: str) -> str:
-        name = self.model.version.split("@", 1)[0]
-        if requested in ("", "stable", name, self.model.version):
-            return self.model.version
-        raise NotFound(f"unknown model {requested!r}; this deployment serves {self.model.version}")
+        """The version a new session is pinned to (aliases and weights resolved now)."""
+        return self.router.resolve(requested)
 
     def _validate_new(self, new: NewSession) -> Sampling:
         s = self.settings
@@ -248,13 +237,15 @@ class Simulator:
             raise InvalidArgument("expected_turn must not be negative")
 
     def _prompt(self, record: SessionRecord, turns: list[TurnRecord], step: StepInput,
-                strict: bool, fault: str = "") -> str:
+                strict: bool, fault: str = "", template: str | None = None) -> str:
         history = [PastTurn(t.action, t.observation, t.current_state) for t in turns]
         prompt = PromptInput(record.system_prompt, record.task_instruction, record.initial_state,
                              history, step.action, step.current_state,
                              control_instruction(fault))
         messages = build_messages(prompt, self.settings.history_window_turns, strict=strict)
-        return render_chat(self.model.chat_template, messages)
+        if template is None:
+            template = self.router.target(record.model_version)[1]
+        return render_chat(template, messages)
 
     def _seed(self, record: SessionRecord, turn_number: int, sample: int = 0) -> int | None:
         """Turn n's sampling seed; sample 0 is what a committed step uses."""
@@ -325,7 +316,8 @@ class Simulator:
         seed = self._seed(record, len(turns) + 1, sample)
         sampling = record.sampling
         fault = fault_for(record.faults, record.domain, len(turns) + 1, record.session_id)
-        first_prompt = self._prompt(record, turns, step, strict=False, fault=fault)
+        backend, template = self.router.target(record.model_version)  # pinned for life
+        first_prompt = self._prompt(record, turns, step, False, fault, template)
         limits = await self.directory.limits(tenant)
         check_allowed(limits, tenant, record.model_version, "", record.domain)  # quotas change
         tokens = reservation_tokens(_utf8_len(first_prompt), sampling.max_tokens,
@@ -348,11 +340,11 @@ class Simulator:
                 if attempt:
                     yield Restart("the model's answer had no complete observation; retrying")
                 prompt = (first_prompt if attempt == 0
-                          else self._prompt(record, turns, step, True, fault))
+                          else self._prompt(record, turns, step, True, fault, template))
                 text: list[str] = []
                 with tracer.start_as_current_span("model.generate", attributes={
                         "worldserve.attempt": attempt, "worldserve.model": record.model_version}):
-                    async for delta in generate(self.backend, prompt, sampling, seed, deadline,
+                    async for delta in generate(backend, prompt, sampling, seed, deadline,
                                                 meter, text):
                         if first_delta:
                             metrics.FIRST_TOKEN_SECONDS.labels(record.model_version).observe(

@@ -1,0 +1,70 @@
+"""Version choice for new sessions (pure): aliases, pinned versions, weighted splits.
+
+A session is pinned to the version chosen at creation for its whole life; weights (canary
+traffic) only split *new* sessions. Draining versions take no new session but stay routable.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from worldserve.errors import NotFound
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    label: str  # name@version
+    model: str
+    version: str
+    endpoint: str
+    triton_model: str = "worldmodel"
+    weight: int = 0
+    state: str = "serving"  # serving | draining
+    chat_template: str = ""
+
+    @classmethod
+    def from_dict(cls, label: str, raw: dict[str, Any]) -> Entry:
+        return cls(label, str(raw["model"]), str(raw["version"]), str(raw["endpoint"]),
+                   str(raw.get("triton_model") or "worldmodel"), int(raw.get("weight", 0)),
+                   str(raw.get("state", "serving")), str(raw.get("chat_template") or ""))
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    entries: dict[str, Entry] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)  # "name:stable" -> "name@v"
+
+    def models(self) -> list[str]:
+        return sorted({e.model for e in self.entries.values()})
+
+
+def choose(view: View, requested: str, default_model: str, rng: random.Random) -> str:
+    """The ``name@version`` a new session is pinned to."""
+    if "@" in requested:
+        entry = view.entries.get(requested)
+        if entry is None or entry.state != "serving":
+            raise NotFound(f"model version {requested} is not served")
+        return requested
+    name, _, alias = requested.partition(":")
+    if requested in ("stable", "canary"):
+        name, alias = default_model, requested
+    name = name or default_model
+    if alias:
+        label = view.aliases.get(f"{name}:{alias}")
+        if label is None or label not in view.entries:
+            raise NotFound(f"model {name} has no {alias} version")
+        return label
+    candidates = [e for e in view.entries.values()
+                  if e.model == name and e.state == "serving" and e.weight > 0]
+    if not candidates:
+        served = ", ".join(view.models()) or "none"
+        raise NotFound(f"model {name or '(default)'} is not served (served: {served})")
+    total = sum(e.weight for e in candidates)
+    pick = rng.uniform(0, total)
+    for e in sorted(candidates, key=lambda e: e.label):
+        pick -= e.weight
+        if pick <= 0:
+            return e.label
+    return candidates[-1].label
