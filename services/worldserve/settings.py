@@ -116,6 +116,10 @@ class Settings(BaseSettings):
 
     # --- model backend ---
     triton_url: str = Field("127.0.0.1:8001", description="Triton gRPC endpoint (host:port).")
+    triton_replicas: list[str] = Field(
+        [], description="Several Triton endpoints of the same model (replicas); overrides "
+        "triton_url: session affinity, bounded load, failover."
+    )
     triton_http_port: int = Field(8000, description="Triton HTTP port of the embedded server.")
     triton_metrics_port: int = Field(8002, description="Triton metrics port of the embedded server.")
     model_name: str = Field("worldmodel", description="Triton model name to call.")

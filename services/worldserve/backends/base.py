@@ -22,6 +22,7 @@ class Completion:
     temperature: float
     top_p: float
     seed: int | None
+    affinity: str = ""  # session id: steps of one session prefer one replica (prefix/KV reuse)
 
 
 class Backend(Protocol):

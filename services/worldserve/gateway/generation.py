@@ -47,7 +47,8 @@ class Meter:
 
 
 async def generate(backend: Backend, prompt: str, sampling: Sampling, seed: int | None,
-                   deadline: float, meter: Meter, text: list[str]) -> AsyncIterator[Delta]:
+                   deadline: float, meter: Meter, text: list[str], affinity: str = ""
+                   ) -> AsyncIterator[Delta]:
     """One attempt: stream the completion into ``text``, yielding deltas.
 
     With a reasoning budget, reasoning that reaches it is cut: the stream is dropped and the
@@ -57,7 +58,7 @@ async def generate(backend: Backend, prompt: str, sampling: Sampling, seed: int 
     splitter = StreamSplitter()
     budget = sampling.reasoning_budget
     request = Completion(prompt, sampling.max_tokens, sampling.temperature, sampling.top_p,
-                         seed)
+                         seed, affinity)
     reasoning_before = meter.reasoning_tokens  # the budget is per attempt
     for _ in range(2):
         forced = False

@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection
 
 from worldserve.backends.base import Backend
 from worldserve.backends.checkpoint import load_chat_template
+from worldserve.backends.replicas import ReplicaSet
 from worldserve.backends.triton import TritonBackend
 from worldserve.db.repository import Repository, create_engine
 from worldserve.gateway.admin_servicer import AdminServicer
@@ -96,6 +97,13 @@ class Gateway:
             await self._update_health()
 
 
+def triton_for_entry(entry: Entry) -> Backend:
+    """The backend of a registry entry: its replicas when listed, else its Service endpoint."""
+    if entry.replicas:
+        return ReplicaSet({url: TritonBackend(url, entry.triton_model) for url in entry.replicas})
+    return TritonBackend(entry.endpoint, entry.triton_model)
+
+
 def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
     """TLS when a certificate is configured; mutual TLS when a client CA is too."""
     if settings.tls_cert_file is None and settings.tls_key_file is None:
@@ -141,13 +149,15 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
     template = load_chat_template(settings.model_dir)
     router: Router
     if settings.use_registry:  # the operator's registry: versions, weights, endpoints
-        router = RegistryRouter(
-            redis_store.client, settings.key_prefix,
-            backend_for or (lambda e: TritonBackend(e.endpoint, e.triton_model)), template)
+        router = RegistryRouter(redis_store.client, settings.key_prefix,
+                                backend_for or triton_for_entry, template)
     else:
-        router = StaticRouter(settings.model_version_label,
-                              backend or TritonBackend(settings.triton_url, settings.model_name),
-                              template)
+        if backend is None:
+            backend = (ReplicaSet({url: TritonBackend(url, settings.model_name)
+                                   for url in settings.triton_replicas})
+                       if settings.triton_replicas
+                       else TritonBackend(settings.triton_url, settings.model_name))
+        router = StaticRouter(settings.model_version_label, backend, template)
     repo = Repository(create_engine(database_url)) if database_url else None
     if directory is None:
         directory = (DatabaseDirectory(repo, deployment_defaults(settings),

@@ -247,6 +247,11 @@ class Simulator:
             template = self.router.target(record.model_version)[1]
         return render_chat(template, messages)
 
+    @staticmethod
+    def _affinity(record: SessionRecord) -> str:
+        """A fork prefers its root's replica: they share the prompt prefix (KV reuse)."""
+        return record.lineage[0][0] if record.lineage else record.session_id
+
     def _seed(self, record: SessionRecord, turn_number: int, sample: int = 0) -> int | None:
         """Turn n's sampling seed; sample 0 is what a committed step uses."""
         if record.seed is None:
@@ -345,7 +350,7 @@ class Simulator:
                 with tracer.start_as_current_span("model.generate", attributes={
                         "worldserve.attempt": attempt, "worldserve.model": record.model_version}):
                     async for delta in generate(backend, prompt, sampling, seed, deadline,
-                                                meter, text):
+                                                meter, text, self._affinity(record)):
                         if first_delta:
                             metrics.FIRST_TOKEN_SECONDS.labels(record.model_version).observe(
                                 time.time() - started)

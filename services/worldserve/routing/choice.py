@@ -23,12 +23,14 @@ class Entry:
     weight: int = 0
     state: str = "serving"  # serving | draining
     chat_template: str = ""
+    replicas: tuple[str, ...] = ()  # per-replica endpoints, when the registry lists them
 
     @classmethod
     def from_dict(cls, label: str, raw: dict[str, Any]) -> Entry:
         return cls(label, str(raw["model"]), str(raw["version"]), str(raw["endpoint"]),
                    str(raw.get("triton_model") or "worldmodel"), int(raw.get("weight", 0)),
-                   str(raw.get("state", "serving")), str(raw.get("chat_template") or ""))
+                   str(raw.get("state", "serving")), str(raw.get("chat_template") or ""),
+                   tuple(str(e) for e in raw.get("endpoints") or ()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,77 @@
+"""One backend over several model-server replicas: affinity, bounded load, ejection, failover.
+
+A call goes to the session's preferred replica (``routing.affinity``). If that replica fails
+before sending its first chunk, it is ejected for ``eject_s`` and the call is retried on the next
+replica — nothing reached the client, and the turn is committed once, at the end, so no duplicate
+turn is possible. A failure after the first chunk is not retried here (the client already saw
+text); the step fails and can be retried with the same ``expected_turn``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator
+
+from worldserve.backends.base import Backend, Chunk, Completion
+from worldserve.errors import BackendUnavailable
+from worldserve.routing.affinity import choose
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaSet:
+    def __init__(self, replicas: dict[str, Backend], eject_s: float = 10.0) -> None:
+        if not replicas:
+            raise ValueError("a replica set needs at least one replica")
+        self.replicas = replicas
+        self.eject_s = eject_s
+        self.load: dict[str, int] = dict.fromkeys(replicas, 0)
+        self._ejected: dict[str, float] = {}
+
+    def healthy(self) -> list[str]:
+        now = time.monotonic()
+        return [r for r in self.replicas if self._ejected.get(r, 0.0) <= now]
+
+    def eject(self, name: str) -> None:
+        self._ejected[name] = time.monotonic() + self.eject_s
+        log.warning("replica %s ejected for %.0fs", name, self.eject_s)
+
+    async def stream(self, request: Completion, timeout_s: float) -> AsyncGenerator[Chunk, None]:
+        healthy = self.healthy() or list(self.replicas)  # all ejected: try them anyway
+        order = choose(request.affinity or request.prompt[:64], healthy, self.load)
+        last: Exception | None = None
+        for name in order:
+            started = False
+            self.load[name] += 1
+            stream = self.replicas[name].stream(request, timeout_s)
+            try:
+                async with contextlib.aclosing(stream):
+                    async for chunk in stream:
+                        started = True
+                        yield chunk
+                return
+            except BackendUnavailable as exc:
+                if started:
+                    raise
+                self.eject(name)
+                last = exc
+            finally:
+                self.load[name] -= 1
+        raise BackendUnavailable(f"every model-server replica failed: {last}")
+
+    async def ready(self) -> bool:
+        results = await asyncio.gather(*(b.ready() for b in self.replicas.values()),
+                                       return_exceptions=True)
+        for name, ok in zip(self.replicas, results, strict=True):
+            if ok is True:
+                self._ejected.pop(name, None)
+            else:
+                self.eject(name)
+        return any(ok is True for ok in results)
+
+    async def aclose(self) -> None:
+        for backend in self.replicas.values():
+            await backend.aclose()

@@ -1,0 +1,33 @@
+"""Replica choice (pure): rendezvous hashing on the session, with a bounded-load fallback.
+
+Every gateway computes the same order for a session without coordination, so a session's steps
+(and its forks', keyed by the root session) land on the replica that holds its prompt prefix in
+the KV cache; removing a replica moves only that replica's sessions. A replica already carrying
+more than ``bound`` × its fair share of in-flight calls is skipped for the next in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+
+def _score(key: str, replica: str) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{key}|{replica}".encode(), digest_size=8).digest(),
+                          "big")
+
+
+def rendezvous_order(key: str, replicas: list[str]) -> list[str]:
+    """Replicas in this key's preference order (highest random weight first)."""
+    return sorted(replicas, key=lambda r: _score(key, r), reverse=True)
+
+
+def choose(key: str, replicas: list[str], load: dict[str, int], bound: float = 1.25
+           ) -> list[str]:
+    """The order to try replicas in: the preferred one unless it is over the load bound."""
+    order = rendezvous_order(key, replicas)
+    if not order:
+        return []
+    cap = max(1, math.ceil(bound * (sum(load.get(r, 0) for r in order) + 1) / len(order)))
+    under = [r for r in order if load.get(r, 0) < cap]
+    return under + [r for r in order if r not in under]
