@@ -52,8 +52,8 @@ def _stored(database_url: str, tenants: list[str]) -> int:
 
 
 async def _serve_real_steps(settings: Settings, redis_url: str, database_url: str,
-                            sessions: int, steps: int) -> str:
-    """Real steps through a gateway (scripted model); returns the tenant id."""
+                            sessions: int, steps: int) -> tuple[str, str]:
+    """Real steps through a gateway (scripted model); returns the tenant id and its key."""
     admin_md = auth(await make_admin_key(database_url))
     async with db_gateway(settings, redis_url, database_url, ScriptedBackend([GOOD])) as gw, \
             stub_for(gw) as stub:
@@ -74,14 +74,33 @@ async def _serve_real_steps(settings: Settings, redis_url: str, database_url: st
                                 metadata=auth(key))
 
         await asyncio.gather(*(episode() for _ in range(sessions)))
-    return tenant
+    return tenant, key
+
+
+async def _keep_stepping(settings: Settings, redis_url: str, database_url: str, key: str,
+                         stop: asyncio.Event) -> int:
+    """Load while the worker is being killed: real steps until told to stop; returns how many."""
+    done = 0
+    async with db_gateway(settings, redis_url, database_url, ScriptedBackend([GOOD])) as gw, \
+            stub_for(gw) as stub:
+        while not stop.is_set():
+            s = await stub.CreateSession(pb.CreateSessionRequest(domain=pb.MCP),
+                                         metadata=auth(key))
+            for i in range(3):
+                await stub.Step(pb.StepRequest(session_id=s.session_id, action=f"load {i}",
+                                               expected_turn=i), metadata=auth(key))
+                done += 1
+            await stub.CloseSession(pb.CloseSessionRequest(session_id=s.session_id),
+                                    metadata=auth(key))
+    return done
 
 
 async def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
         redis_url: str, database_url: str, tmp_path: Path) -> None:
     prefix = f"wsacct-{uuid.uuid4().hex[:8]}"
     settings = Settings(gateway_port=0, key_prefix=prefix, dev_api_key=None)
-    real_tenant = await _serve_real_steps(settings, redis_url, database_url, sessions=20, steps=5)
+    real_tenant, key = await _serve_real_steps(settings, redis_url, database_url, sessions=20,
+                                               steps=5)
     client = redis.Redis.from_url(redis_url)
     synthetic_tenant = unique("synthetic")
     write_events(client, prefix, [make_event(synthetic_tenant, i) for i in range(40_000)])
@@ -95,6 +114,8 @@ async def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
     log = tmp_path / "worker.log"
     rng = random.Random(7)
     kills_mid_batch = 0
+    stop = asyncio.Event()  # steps keep being served while workers are killed
+    load = asyncio.create_task(_keep_stepping(settings, redis_url, database_url, key, stop))
     try:
         for _ in range(12):
             worker = _spawn_worker(env, log)
@@ -112,7 +133,13 @@ async def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
             if kills_mid_batch >= 3 or client.xlen(f"{prefix}:usage") == 0:
                 break
         assert kills_mid_batch >= 1, "no kill landed between a read and its acknowledgement"
-        print(f"kills that left pending entries: {kills_mid_batch}")
+        stop.set()
+        steps_under_load = await load
+        assert steps_under_load > 0
+        served = {t: int(client.hget(f"{prefix}:usage:served", t) or 0) for t in tenants}
+        assert served[real_tenant] == 100 + steps_under_load
+        print(f"kills that left pending entries: {kills_mid_batch}; "
+              f"steps served during the kills: {steps_under_load}")
         # a healthy worker takes over the dead consumers' pending entries and drains the rest
         worker = _spawn_worker(env, log)
         deadline = time.monotonic() + 120
@@ -123,6 +150,9 @@ async def test_worker_killed_mid_batch_loses_and_duplicates_nothing(
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(30) == 0, log.read_text()
     finally:
+        stop.set()
+        if not load.done():
+            await load
         for p in (worker,):
             if p.poll() is None:
                 p.kill()
