@@ -15,7 +15,8 @@ class Kube:
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
 
-    def apply_isvc(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def apply_isvc(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """Create or patch; returns the object the API server answered with (if any)."""
         meta = obj["metadata"]
         group, version, plural = KSERVE
         try:

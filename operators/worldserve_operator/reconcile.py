@@ -64,10 +64,12 @@ class WorldModelReconciler:
                                                 gate.parse_gate(body.get("spec", {})),
                                                 dict(meta.get("annotations") or {}))
         spec = dataclasses.replace(spec, stable=stable)
+        applied: dict[str, dict[str, Any] | None] = {}
         for v in spec.versions:
             if v.runtime == "triton-vllm":
                 self.kube.apply_configmap(builders.model_repository(spec, v, namespace, body))
-            self.kube.apply_isvc(builders.inference_service(spec, v, namespace, body))
+            applied[v.name] = self.kube.apply_isvc(builders.inference_service(spec, v, namespace,
+                                                                               body))
         weights = traffic_weights(spec)
         entries = builders.registry_entries(spec, namespace, self._chat_template(body, spec),
                                             weights)
@@ -83,7 +85,9 @@ class WorldModelReconciler:
         self.registry.remove(expired, spec.name)
         status_versions = {}
         for v in spec.versions:
-            isvc = self.kube.get_isvc(namespace, builders.resource_name(spec.name, v.name))
+            # the object the create/patch answered carries its status; read only if it did not
+            isvc = applied[v.name] or self.kube.get_isvc(
+                namespace, builders.resource_name(spec.name, v.name))
             ready, reason = _isvc_ready(isvc)
             status_versions[v.name] = {
                 "ready": ready, "reason": reason, "weight": weights.get(v.name, 0),

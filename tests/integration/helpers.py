@@ -40,6 +40,15 @@ def auth(key: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {key}"),)
 
 
+async def code_of(awaitable: object) -> grpc.StatusCode:
+    """The status code an RPC ends with (OK when it succeeds)."""
+    try:
+        await awaitable  # type: ignore[misc]
+    except grpc.aio.AioRpcError as exc:
+        return exc.code()
+    return grpc.StatusCode.OK
+
+
 @asynccontextmanager
 async def admin_stub_for(gateway: Gateway) -> AsyncIterator[admin_grpc.AdminStub]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:

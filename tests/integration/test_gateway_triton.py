@@ -10,7 +10,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 
 from tests.conftest import OTHER_KEY, TEST_KEY
-from tests.integration.helpers import auth, running_gateway, stub_for
+from tests.integration.helpers import auth, code_of, running_gateway, stub_for
 from worldserve.dev.services import free_port
 from worldserve.sdk import AsyncClient, NotFound, ObservationDelta, StepResult
 from worldserve.v1 import simulator_pb2 as pb
@@ -26,12 +26,6 @@ def create_req(**kw: object) -> pb.CreateSessionRequest:
                                "initial_state": INITIAL}
     base.update(kw)
     return pb.CreateSessionRequest(**base)  # type: ignore[arg-type]
-
-
-async def code_of(call) -> grpc.StatusCode:  # type: ignore[no-untyped-def]
-    with pytest.raises(grpc.aio.AioRpcError) as info:
-        await call
-    return info.value.code()
 
 
 async def test_create_stream_step_close(make_settings, redis_url) -> None:  # type: ignore[no-untyped-def]

@@ -22,6 +22,7 @@ from tests.integration.backends import GOOD, INPUT_TOKENS, ScriptedBackend, Slow
 from tests.integration.helpers import (
     admin_stub_for,
     auth,
+    code_of,
     db_gateway,
     drain_usage,
     make_admin_key,
@@ -100,14 +101,6 @@ async def _close_stacks() -> AsyncIterator[None]:
 
 def create(domain: int = pb.TERMINAL) -> pb.CreateSessionRequest:
     return pb.CreateSessionRequest(domain=domain, task_instruction="list files")
-
-
-async def code_of(awaitable: object) -> grpc.StatusCode:
-    try:
-        await awaitable  # type: ignore[misc]
-    except grpc.aio.AioRpcError as exc:
-        return exc.code()
-    return grpc.StatusCode.OK
 
 
 def quota_failure(exc: grpc.aio.AioRpcError) -> tuple[str, int]:
@@ -225,9 +218,13 @@ async def test_admin_manages_tenants_quotas_and_keys(stack: Stack) -> None:
 # --- quotas ---
 
 async def test_concurrent_creates_admit_exactly_the_session_limit(stack: Stack) -> None:
-    _, md = await stack.tenant(apb.Quota(max_sessions=10))
+    tenant, md = await stack.tenant(apb.Quota(max_sessions=10))
     outcomes = await asyncio.gather(*(stack.sim.CreateSession(create(), metadata=md)
                                       for _ in range(100)), return_exceptions=True)
+    from worldserve.observability.metrics import REGISTRY
+
+    assert REGISTRY.get_sample_value("worldserve_quota_refusals_total",
+                                     {"tenant": tenant, "quota": "max_sessions"}) == 90
     ok = [o for o in outcomes if isinstance(o, pb.Session)]
     refused = [o for o in outcomes if isinstance(o, grpc.aio.AioRpcError)]
     assert len(ok) == 10 and len(refused) == 90

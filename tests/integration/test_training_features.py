@@ -13,7 +13,7 @@ import redis
 
 from tests.conftest import OTHER_KEY, TEST_KEY
 from tests.integration.backends import EchoBackend
-from tests.integration.helpers import auth, running_gateway, stub_for
+from tests.integration.helpers import auth, code_of, running_gateway, stub_for
 from worldserve.gateway.server import Gateway
 from worldserve.settings import Settings
 from worldserve.v1 import simulator_pb2 as pb
@@ -49,14 +49,6 @@ async def history(stub: pb_grpc.SimulatorStub, sid: str) -> list[tuple[str, str]
                                 metadata=MD)
     assert got.turn_count == len(got.turns)
     return [(t.action, t.observation) for t in got.turns]
-
-
-async def code_of(awaitable: object) -> grpc.StatusCode:
-    try:
-        await awaitable  # type: ignore[misc]
-    except grpc.aio.AioRpcError as exc:
-        return exc.code()
-    return grpc.StatusCode.OK
 
 
 # --- forks ---

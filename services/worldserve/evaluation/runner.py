@@ -77,8 +77,13 @@ async def run(samples: list[Sample], client: AsyncClient, model: str, out_dir: P
     failed: list[tuple[str, str]] = []
     gate = asyncio.Semaphore(max(concurrency, 1))
     path = out_dir / PREDICTIONS
+    cut = False
+    if path.exists() and path.stat().st_size:
+        with path.open("rb") as tail:
+            tail.seek(-1, 2)
+            cut = tail.read(1) != b"\n"
     sink = path.open("a", encoding="utf-8")
-    if path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+    if cut:
         sink.write("\n")  # a line cut by a crash must not swallow the next one
 
     async def one(sample: Sample) -> None:

@@ -12,8 +12,9 @@ import asyncio
 from collections import defaultdict
 from dataclasses import dataclass
 
-from worldserve.errors import InvalidArgument, WorldserveError
+from worldserve.errors import InvalidArgument, ResourceExhausted, WorldserveError
 from worldserve.gateway.simulator import Simulator, StepInput, StepResult
+from worldserve.observability import metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,8 @@ async def _one(sim: Simulator, tenant: str, index: int, step: StepInput, commit:
             if isinstance(event, StepResult):
                 return BatchOutcome(index, sample, result=event)
     except WorldserveError as exc:
+        if isinstance(exc, ResourceExhausted):  # per-item: the error interceptor never sees it
+            metrics.count_refusal(tenant, exc.subject)
         return BatchOutcome(index, sample, error=exc)
     raise AssertionError("a step always ends with its result")
 

@@ -93,6 +93,8 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
 
 
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
+    if isinstance(exc, errors.ResourceExhausted):
+        metrics.count_refusal(current_tenant.get(""), exc.subject)
     if isinstance(exc, errors.WorldserveError):
         await context.abort_with_status(rpc_status.to_status(rich_status(exc)))
     log.exception("unhandled error in RPC", exc_info=exc)

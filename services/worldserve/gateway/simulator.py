@@ -104,10 +104,6 @@ class Simulator:
 
     # --- sessions ---
 
-    def _resolve_model(self, requested: str) -> str:
-        """The version a new session is pinned to (aliases and weights resolved now)."""
-        return self.router.resolve(requested)
-
     def _validate_new(self, new: NewSession) -> Sampling:
         s = self.settings
         try:
@@ -149,14 +145,13 @@ class Simulator:
 
     async def create_session(self, tenant: str, new: NewSession) -> SessionRecord:
         sampling = self._validate_new(new)
-        version = self._resolve_model(new.model)
+        version = self.router.resolve(new.model)  # aliases and weights resolved once, now
         limits = await self.directory.limits(tenant)
         check_allowed(limits, tenant, version, new.model, new.domain)
         ttl = new.ttl_seconds or self.settings.session_ttl_s
         session_id = "s_" + uuid.uuid4().hex
         limit = NO_LIMIT if limits.max_sessions is None else limits.max_sessions
         if not await self.store.admit(tenant, session_id, ttl, limit):
-            metrics.QUOTA_REFUSALS.labels(tenant, "max_sessions").inc()
             raise ResourceExhausted(f"tenant already holds {limit} open sessions",
                                     subject=f"tenant:{tenant}:max_sessions", retry_after_s=30)
         record = SessionRecord(
@@ -237,14 +232,12 @@ class Simulator:
             raise InvalidArgument("expected_turn must not be negative")
 
     def _prompt(self, record: SessionRecord, turns: list[TurnRecord], step: StepInput,
-                strict: bool, fault: str = "", template: str | None = None) -> str:
+                strict: bool, fault: str, template: str) -> str:
         history = [PastTurn(t.action, t.observation, t.current_state) for t in turns]
         prompt = PromptInput(record.system_prompt, record.task_instruction, record.initial_state,
                              history, step.action, step.current_state,
                              control_instruction(fault))
         messages = build_messages(prompt, self.settings.history_window_turns, strict=strict)
-        if template is None:
-            template = self.router.target(record.model_version)[1]
         return render_chat(template, messages)
 
     @staticmethod
@@ -329,12 +322,8 @@ class Simulator:
                                     self.settings.reserve_bytes_per_token)
         with tracer.start_as_current_span("quota.reserve", attributes={"db.system": "redis",
                                                                         "worldserve.tokens": tokens}):
-            try:
-                reservation = await self.quota.reserve(tenant, limits, tokens, timeout + 60,
-                                                       self.directory.month_tokens)
-            except ResourceExhausted as exc:
-                metrics.QUOTA_REFUSALS.labels(tenant, exc.subject.rsplit(":", 1)[-1]).inc()
-                raise
+            reservation = await self.quota.reserve(tenant, limits, tokens, timeout + 60,
+                                                   self.directory.month_tokens)
         meter = Meter()
         model_labels = (record.model_version, record.domain)
         metrics.INFLIGHT.labels(record.model_version).inc()

@@ -31,5 +31,10 @@ RPCS = Counter("worldserve_rpcs_total", "RPCs by method and status code.", ["met
                registry=REGISTRY)
 
 
+def count_refusal(tenant: str, subject: str) -> None:
+    """A RESOURCE_EXHAUSTED answer; the quota is the subject's last part (never a session id)."""
+    QUOTA_REFUSALS.labels(tenant, subject.rsplit(":", 1)[-1]).inc()
+
+
 def serve(port: int, host: str = "0.0.0.0") -> None:
     start_http_server(port, addr=host, registry=REGISTRY)
