@@ -79,6 +79,9 @@ def key_prefix(redis_url: str) -> Iterator[str]:
     client.close()
 
 
+ENGINE_METRICS: dict[str, str] = {}  # triton_url -> the model server's engine metrics URL
+
+
 @pytest.fixture(scope="session")
 def triton_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real Triton Inference Server (PyTriton) serving the committed checkpoint."""
@@ -87,7 +90,8 @@ def triton_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     grpc_port, http_port, metrics_port = free_port(), free_port(), free_port()
     settings = Settings(triton_url=f"127.0.0.1:{grpc_port}", triton_http_port=http_port,
-                        triton_metrics_port=metrics_port)
+                        triton_metrics_port=metrics_port, engine_metrics_port=free_port())
+    ENGINE_METRICS[settings.triton_url] = f"http://127.0.0.1:{settings.engine_metrics_port}"
     child = spawn("modelserver", "worldserve.modelserver.main", settings_env(settings),
                   tmp_path_factory.mktemp("logs"))
     try:

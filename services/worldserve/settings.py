@@ -6,6 +6,7 @@ Built once in ``main()`` and passed down; nothing else in the code base reads ``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -91,7 +92,12 @@ class Settings(BaseSettings):
     max_batch_items: int = Field(64, description="Largest BatchStep (steps × samples).")
     max_import_bytes: int = Field(4 * 1024 * 1024, description="Largest imported trajectory.")
     history_window_turns: int = Field(
-        4, description="Turns replayed verbatim in the prompt; older ones are summarised."
+        4, description="Turns replayed verbatim in the prompt at least; older ones are summarised."
+    )
+    history_window_stride: int = Field(
+        4, ge=1, description="The replayed window moves this many turns at a time (1 = slides every "
+        "turn). Between moves consecutive prompts share their prefix, so the model server reuses "
+        "the previous turn's KV; a prompt shows window .. window+stride-1 turns."
     )
 
     # --- accounting worker ---
@@ -120,6 +126,10 @@ class Settings(BaseSettings):
         [], description="Several Triton endpoints of the same model (replicas); overrides "
         "triton_url: session affinity, bounded load, failover."
     )
+    replica_policy: Literal["affinity", "round_robin"] = Field(
+        "affinity", description="'affinity' (rendezvous hashing on the root session, bounded "
+        "load: KV reuse) or 'round_robin' (what a plain Service gives; a baseline)."
+    )
     triton_http_port: int = Field(8000, description="Triton HTTP port of the embedded server.")
     triton_metrics_port: int = Field(8002, description="Triton metrics port of the embedded server.")
     model_name: str = Field("worldmodel", description="Triton model name to call.")
@@ -136,8 +146,17 @@ class Settings(BaseSettings):
     default_temperature: float = Field(0.0, description="0 = greedy.")
 
     # --- model server ---
-    engine: str = Field("transformers", description="'transformers' or 'vllm'.")
+    engine: str = Field("transformers", description="'transformers', 'vllm' or 'instant' (no "
+                        "model: a fixed answer at once, for benchmarks).")
     device: str = Field("auto", description="'auto' (cuda if present), 'cpu' or 'cuda'.")
     max_batch_size: int = Field(8, description="Requests decoded together by the engine.")
     batch_wait_ms: float = Field(5.0, description="How long the engine waits to fill a batch.")
     torch_threads: int = Field(0, description="torch intra-op threads; 0 = torch's default.")
+    prefix_cache_bytes: int = Field(
+        256 * 2**20, description="KV caches of recent prompt prefixes kept by the transformers "
+        "engine (LRU, bytes); 0 = no reuse."
+    )
+    engine_metrics_port: int = Field(
+        0, description="Prometheus port of the model server's engine metrics (batch size, "
+        "prefix-cache hits, reused tokens); 0 = off."
+    )

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from worldserve.modelserver.contract import GenerationRequest
-from worldserve.modelserver.engines import Delta, EngineUnavailable, TransformersEngine, build_engine
+from worldserve.modelserver.engines import Delta, EngineUnavailable, build_engine
+from worldserve.modelserver.transformers_engine import TransformersEngine
 from worldserve.settings import DEFAULT_MODEL_DIR
 
 pytestmark = pytest.mark.integration
@@ -90,3 +91,106 @@ def test_vllm_engine_without_vllm_is_a_clear_error() -> None:
         pytest.skip("vllm is installed here; the error path cannot be shown")
     with pytest.raises(EngineUnavailable, match="unknown engine"):
         build_engine("nope", DEFAULT_MODEL_DIR, "cpu", 4, 5, 0)
+
+
+# --- prefix (KV) reuse and continuous batching ---
+
+def _turn_prompts(engine: TransformersEngine, turns: int) -> list[str]:
+    """Prompts of consecutive turns of one Terminal episode, as the gateway renders them."""
+    from worldserve.backends.checkpoint import load_chat_template
+    from worldserve.domains.chat import render_chat
+    from worldserve.domains.rendering import PastTurn, PromptInput, build_messages
+    from worldserve.domains.templates import Domain, system_prompt
+
+    template = load_chat_template(DEFAULT_MODEL_DIR)
+    history: list[PastTurn] = []
+    prompts = []
+    for t in range(turns):
+        action = f"echo step {t} >> log.txt && wc -l log.txt"
+        prompt = PromptInput(system_prompt(Domain.TERMINAL), "Keep a log.", "empty dir", history,
+                             action)
+        prompts.append(render_chat(template, build_messages(prompt, window=8, stride=8)))
+        history.append(PastTurn(action, f"{t + 1} log.txt"))
+    return prompts
+
+
+def _text(deltas: list[Delta]) -> str:
+    return "".join(d.text for d in deltas)
+
+
+def test_turn_n_prefills_only_its_new_tokens_and_answers_the_same() -> None:
+    with_reuse = TransformersEngine(DEFAULT_MODEL_DIR, "cpu", prefix_cache_bytes=64 * 2**20)
+    without = TransformersEngine(DEFAULT_MODEL_DIR, "cpu", prefix_cache_bytes=0)
+    try:
+        prompts = _turn_prompts(with_reuse, 4)
+        for n, prompt in enumerate(prompts):
+            request = GenerationRequest(prompt, max_tokens=24)
+            before = with_reuse.stats.prefilled_tokens
+            [a] = run(with_reuse, [request])
+            [b] = run(without, [request])
+            assert _text(a) == _text(b)  # greedy: reuse changes nothing but the work done
+            prefilled = with_reuse.stats.prefilled_tokens - before
+            n_prompt = a[0].num_input_tokens
+            if n == 0:
+                assert prefilled == n_prompt
+            else:  # everything up to the previous prompt came from the cache
+                previous = len(with_reuse.tokenizer(prompts[n - 1], add_special_tokens=False)
+                               ["input_ids"])
+                assert prefilled <= n_prompt - previous + 1, (prefilled, n_prompt, previous)
+        assert with_reuse.prefix.stats.hits >= 3
+        assert without.stats.prefilled_tokens == without.stats.prompt_tokens
+        assert len(without.prefix) == 0
+    finally:
+        with_reuse.close()
+        without.close()
+
+
+def test_the_cache_stays_within_its_byte_bound() -> None:
+    bound = 3 * 2**20
+    engine = TransformersEngine(DEFAULT_MODEL_DIR, "cpu", prefix_cache_bytes=bound)
+    try:
+        prompts = [f"<|im_start|>user\n### Turn 1\n**Action:** cat file{i}.txt " * 20
+                   for i in range(12)]
+        run(engine, [GenerationRequest(p, max_tokens=4) for p in prompts])
+        assert 0 < engine.prefix.nbytes <= bound
+        assert engine.prefix.stats.evicted > 0
+    finally:
+        engine.close()
+
+
+# Sampling at a high temperature hardly ever draws the end token: a long answer, by seed.
+LONG = GenerationRequest(PROMPT, max_tokens=300, temperature=5.0, seed=7)
+
+
+def test_a_short_request_does_not_wait_for_a_long_one(engine: TransformersEngine) -> None:
+    finished: dict[str, str] = {}
+    started, done = threading.Event(), threading.Event()
+
+    def sink_for(name: str):  # type: ignore[no-untyped-def]
+        def sink(d: Delta) -> None:
+            started.set()
+            if d.finish_reason:
+                finished[name] = d.finish_reason
+                if len(finished) == 2:
+                    done.set()
+        return sink
+
+    engine.submit(LONG, sink_for("long"))
+    assert started.wait(60)  # the long one is decoding: the short one joins the running batch
+    engine.submit(GenerationRequest(PROMPT, max_tokens=2), sink_for("short"))
+    assert done.wait(120)
+    assert list(finished) == ["short", "long"]
+    assert finished["long"] == "length"
+
+
+def test_a_cancelled_request_leaves_the_batch(engine: TransformersEngine) -> None:
+    steps = engine.stats.decode_steps
+    started = threading.Event()
+    cancel = engine.submit(LONG, lambda d: started.set())
+    assert started.wait(60)
+    cancel()
+    time.sleep(0.3)
+    after = engine.stats.decode_steps
+    time.sleep(0.3)
+    assert engine.stats.decode_steps == after  # nothing decodes any more
+    assert after - steps < 300

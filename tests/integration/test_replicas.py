@@ -15,6 +15,7 @@ from tests.integration.helpers import auth, running_gateway, stub_for
 from worldserve.backends.base import Chunk, Completion
 from worldserve.backends.replicas import ReplicaSet
 from worldserve.errors import BackendUnavailable
+from worldserve.observability.metrics import REGISTRY
 from worldserve.settings import Settings
 from worldserve.v1 import simulator_pb2 as pb
 
@@ -60,6 +61,27 @@ async def test_affinity_failover_and_no_duplicate_turn(key_prefix: str, redis_ur
                                                              include_turns=True), metadata=md)
             assert [t.action for t in got.turns].count("after") == 1  # no duplicate turn
         assert replicas.healthy() == ["b"]  # ejected after its failure
+
+
+async def test_round_robin_spreads_a_session_affinity_keeps_it_and_moves_are_counted() -> None:
+    def routes() -> dict[str, float]:
+        return {r: REGISTRY.get_sample_value("worldserve_replica_routes_total", {"result": r})
+                or 0.0 for r in ("first", "same", "moved")}
+
+    for policy, expected in (("round_robin", {"first": 1, "same": 0, "moved": 5}),
+                             ("affinity", {"first": 1, "same": 5, "moved": 0})):
+        a, b = Counting("a"), Counting("b")
+        replicas = ReplicaSet({"a": a, "b": b}, policy=policy)
+        before = routes()
+        for _ in range(6):  # the same session every time
+            chunks = [c async for c in replicas.stream(
+                Completion("**Action:** ls<|im_end|>", 8, 0.0, 1.0, None,
+                           affinity=f"s-{policy}"), 5.0)]
+            assert chunks
+        assert {k: v - before[k] for k, v in routes().items()} == expected
+        assert sorted((a.calls, b.calls)) == ([3, 3] if policy == "round_robin" else [0, 6])
+    with pytest.raises(ValueError, match="policy"):
+        ReplicaSet({"a": a}, policy="random")
 
 
 async def test_a_real_replica_killed_under_steps(make_settings, redis_url, triton_url,  # type: ignore[no-untyped-def]

@@ -9,6 +9,8 @@ from worldserve.domains.rendering import (
     PastTurn,
     PromptInput,
     build_messages,
+    shown_from_turn,
+    turns_needed,
 )
 from worldserve.domains.templates import ANSWER_FORMAT, STRICT_SUFFIX, Domain, system_prompt
 
@@ -58,6 +60,47 @@ def test_window_summarises_older_turns() -> None:
     assert users[0].startswith("### Turn 8\n")
     assert "7 earlier turn(s) not shown" in users[0] and "echo 0" in users[0]
     assert "### Turn 11" in users[-1]
+
+
+@pytest.mark.parametrize(("window", "stride"), [(4, 4), (3, 2), (4, 1), (2, 5)])
+def test_a_strided_window_keeps_consecutive_prompts_prefix_stable(window: int, stride: int
+                                                                   ) -> None:
+    def prompt(turns: int) -> str:
+        history = [PastTurn(f"echo {i}", str(i)) for i in range(turns)]
+        messages = build_messages(PromptInput("sys", "t", "s0", history, f"echo {turns}"),
+                                  window, stride=stride)
+        return render_chat(QWEN_LIKE, messages)
+
+    moves = 0
+    for turns in range(1, 30):
+        shown = turns - shown_from_turn(turns, window, stride)
+        assert min(turns, window) <= shown <= window + stride - 1
+        before, after = prompt(turns - 1), prompt(turns)
+        # the previous prompt, up to its generation prompt, starts the next one ...
+        stable = after.startswith(before)
+        # ... except when the window moves, which happens once every `stride` turns
+        moved = shown_from_turn(turns, window, stride) != shown_from_turn(turns - 1, window,
+                                                                          stride)
+        assert stable != moved
+        moves += moved
+    assert moves <= 30 // stride + 1
+
+
+@pytest.mark.parametrize(("window", "stride"), [(4, 4), (4, 1), (2, 3)])
+def test_the_latest_turns_render_the_same_prompt_as_the_whole_history(window: int, stride: int
+                                                                      ) -> None:
+    need = turns_needed(window, stride)
+    for turns in range(0, 60, 7):
+        history = [PastTurn(f"cmd {i}", f"out {i}") for i in range(turns)]
+        offset = max(0, turns - need)
+        whole = build_messages(PromptInput("sys", "t", "s0", history, "next"), window,
+                               stride=stride)
+        tail = build_messages(PromptInput("sys", "t", "s0", history[offset:], "next",
+                                          history_offset=offset), window, stride=stride)
+        assert tail == whole
+    with pytest.raises(ValueError, match="too late"):
+        build_messages(PromptInput("sys", "t", "", history[-2:], "next",
+                                   history_offset=len(history) - 2), window, stride=stride)
 
 
 def test_control_instruction_and_strict_mode_extend_the_system_prompt() -> None:

@@ -37,3 +37,16 @@ def test_records_round_trip_through_json() -> None:
     assert SessionRecord.from_json(record.to_json()) == record
     t = turn("ls")
     assert TurnRecord.from_json(t.to_json()) == t
+
+
+def test_admission_over_the_latest_turns_only() -> None:
+    from worldserve.sessions.rules import needs_older
+
+    tail = [turn("t7"), turn("t8"), turn("t9")]  # turns 7..9 (0-based) of ten
+    assert admit(tail, "x", 10, 20, first_index=7).verdict is Verdict.APPLY
+    replay = admit(tail, "t8", 8, 20, first_index=7)
+    assert replay.verdict is Verdict.REPLAY and replay.stored is tail[1]
+    assert replay.stored_index == 9
+    assert admit(tail, "x", 9, 20, first_index=7).verdict is Verdict.CONFLICT
+    assert admit(tail, "x", 10, 10, first_index=7).verdict is Verdict.LIMIT
+    assert needs_older(3, 7) and not needs_older(7, 7) and not needs_older(None, 7)

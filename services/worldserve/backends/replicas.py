@@ -5,28 +5,42 @@ before sending its first chunk, it is ejected for ``eject_s`` and the call is re
 replica — nothing reached the client, and the turn is committed once, at the end, so no duplicate
 turn is possible. A failure after the first chunk is not retried here (the client already saw
 text); the step fails and can be retried with the same ``expected_turn``.
+
+``policy="round_robin"`` ignores the session and rotates over healthy replicas — what a plain
+Kubernetes Service does; it exists as the baseline that affinity is measured against.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncGenerator
 
 from worldserve.backends.base import Backend, Chunk, Completion
 from worldserve.errors import BackendUnavailable
+from worldserve.observability.metrics import REPLICA_ROUTES
 from worldserve.routing.affinity import choose
 
 log = logging.getLogger(__name__)
 
+MAX_TRACKED_SESSIONS = 100_000
+
 
 class ReplicaSet:
-    def __init__(self, replicas: dict[str, Backend], eject_s: float = 10.0) -> None:
+    def __init__(self, replicas: dict[str, Backend], eject_s: float = 10.0,
+                 policy: str = "affinity") -> None:
         if not replicas:
             raise ValueError("a replica set needs at least one replica")
+        if policy not in ("affinity", "round_robin"):
+            raise ValueError(f"unknown replica policy {policy!r}")
         self.replicas = replicas
+        self.policy = policy
+        self._turn = itertools.count()
+        self._served_by: OrderedDict[str, str] = OrderedDict()  # affinity key -> last replica
         self.eject_s = eject_s
         self.load: dict[str, int] = dict.fromkeys(replicas, 0)
         self._ejected: dict[str, float] = {}
@@ -41,7 +55,7 @@ class ReplicaSet:
 
     async def stream(self, request: Completion, timeout_s: float) -> AsyncGenerator[Chunk, None]:
         healthy = self.healthy() or list(self.replicas)  # all ejected: try them anyway
-        order = choose(request.affinity or request.prompt[:64], healthy, self.load)
+        order = self._order(request, healthy)
         last: Exception | None = None
         for name in order:
             started = False
@@ -50,7 +64,9 @@ class ReplicaSet:
             try:
                 async with contextlib.aclosing(stream):
                     async for chunk in stream:
-                        started = True
+                        if not started:
+                            started = True
+                            self._note_route(request.affinity, name)
                         yield chunk
                 return
             except BackendUnavailable as exc:
@@ -61,6 +77,23 @@ class ReplicaSet:
             finally:
                 self.load[name] -= 1
         raise BackendUnavailable(f"every model-server replica failed: {last}")
+
+    def _note_route(self, key: str, name: str) -> None:
+        """Count whether this session stayed on its replica (where its KV cache is)."""
+        if not key:
+            return
+        previous = self._served_by.pop(key, None)
+        self._served_by[key] = name
+        if len(self._served_by) > MAX_TRACKED_SESSIONS:
+            self._served_by.popitem(last=False)
+        REPLICA_ROUTES.labels("first" if previous is None else
+                              "same" if previous == name else "moved").inc()
+
+    def _order(self, request: Completion, healthy: list[str]) -> list[str]:
+        if self.policy == "round_robin":
+            start = next(self._turn) % len(healthy)
+            return healthy[start:] + healthy[:start]
+        return choose(request.affinity or request.prompt[:64], healthy, self.load)
 
     async def ready(self) -> bool:
         results = await asyncio.gather(*(b.ready() for b in self.replicas.values()),

@@ -12,6 +12,7 @@ import logging
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import grpc
@@ -97,10 +98,11 @@ class Gateway:
             await self._update_health()
 
 
-def triton_for_entry(entry: Entry) -> Backend:
+def triton_for_entry(entry: Entry, policy: str = "affinity") -> Backend:
     """The backend of a registry entry: its replicas when listed, else its Service endpoint."""
     if entry.replicas:
-        return ReplicaSet({url: TritonBackend(url, entry.triton_model) for url in entry.replicas})
+        return ReplicaSet({url: TritonBackend(url, entry.triton_model) for url in entry.replicas},
+                          policy=policy)
     return TritonBackend(entry.endpoint, entry.triton_model)
 
 
@@ -150,11 +152,14 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
     router: Router
     if settings.use_registry:  # the operator's registry: versions, weights, endpoints
         router = RegistryRouter(redis_store.client, settings.key_prefix,
-                                backend_for or triton_for_entry, template)
+                                backend_for or partial(triton_for_entry,
+                                                       policy=settings.replica_policy),
+                                template)
     else:
         if backend is None:
             backend = (ReplicaSet({url: TritonBackend(url, settings.model_name)
-                                   for url in settings.triton_replicas})
+                                   for url in settings.triton_replicas},
+                                  policy=settings.replica_policy)
                        if settings.triton_replicas
                        else TritonBackend(settings.triton_url, settings.model_name))
         router = StaticRouter(settings.model_version_label, backend, template)

@@ -19,7 +19,7 @@ from worldserve.accounting.events import UsageEvent
 from worldserve.domains.chat import render_chat
 from worldserve.domains.faults import control_instruction, fault_for, normalize_policy
 from worldserve.domains.parsing import MalformedCompletion, parse_completion
-from worldserve.domains.rendering import PastTurn, PromptInput, build_messages
+from worldserve.domains.rendering import PastTurn, PromptInput, build_messages, turns_needed
 from worldserve.domains.templates import Domain, system_prompt
 from worldserve.errors import (
     Aborted,
@@ -37,7 +37,7 @@ from worldserve.quota.limits import check_allowed, reservation_tokens
 from worldserve.routing.router import Router
 from worldserve.sessions.lineage import base_count, fork_lineage
 from worldserve.sessions.records import Sampling, SessionRecord, TurnRecord
-from worldserve.sessions.rules import Verdict, admit
+from worldserve.sessions.rules import Verdict, admit, needs_older
 from worldserve.sessions.store import SessionStore, Settlement
 from worldserve.settings import Settings
 from worldserve.tenancy.directory import Directory
@@ -231,13 +231,14 @@ class Simulator:
         if step.expected_turn is not None and step.expected_turn < 0:
             raise InvalidArgument("expected_turn must not be negative")
 
-    def _prompt(self, record: SessionRecord, turns: list[TurnRecord], step: StepInput,
-                strict: bool, fault: str, template: str) -> str:
+    def _prompt(self, record: SessionRecord, turns: list[TurnRecord], first_index: int,
+                step: StepInput, strict: bool, fault: str, template: str) -> str:
         history = [PastTurn(t.action, t.observation, t.current_state) for t in turns]
         prompt = PromptInput(record.system_prompt, record.task_instruction, record.initial_state,
                              history, step.action, step.current_state,
-                             control_instruction(fault))
-        messages = build_messages(prompt, self.settings.history_window_turns, strict=strict)
+                             control_instruction(fault), history_offset=first_index)
+        messages = build_messages(prompt, self.settings.history_window_turns, strict=strict,
+                                  stride=self.settings.history_window_stride)
         return render_chat(template, messages)
 
     @staticmethod
@@ -291,13 +292,18 @@ class Simulator:
         any step, never stored; ``sample`` selects its seed (sample 0 = the committed one's).
         """
         self._check_step(step)
+        tail = turns_needed(self.settings.history_window_turns,
+                            self.settings.history_window_stride)
         with tracer.start_as_current_span("session.load", attributes={"db.system": "redis"}):
-            loaded = await self.store.load(tenant, step.session_id)
+            loaded = await self.store.load(tenant, step.session_id, tail=tail)
+            if loaded is not None and needs_older(step.expected_turn, loaded.first_index):
+                loaded = await self.store.load(tenant, step.session_id)  # a retry of an old turn
         if loaded is None:
             raise NotFound(f"session {step.session_id} not found")
-        record, turns = loaded.record, loaded.turns
+        record, turns, first = loaded.record, loaded.turns, loaded.first_index
+        count = loaded.turn_count
         max_turns = self.settings.max_turns_per_session
-        verdict = admit(turns, step.action, step.expected_turn, max_turns)
+        verdict = admit(turns, step.action, step.expected_turn, max_turns, first)
         if verdict.verdict is Verdict.REPLAY:
             assert verdict.stored is not None
             yield StepResult(record.session_id, verdict.stored_index, verdict.stored, True)
@@ -311,11 +317,11 @@ class Simulator:
         started = time.time()
         timeout = timeout_s or self.settings.step_timeout_s
         deadline = time.monotonic() + timeout
-        seed = self._seed(record, len(turns) + 1, sample)
+        seed = self._seed(record, count + 1, sample)
         sampling = record.sampling
-        fault = fault_for(record.faults, record.domain, len(turns) + 1, record.session_id)
+        fault = fault_for(record.faults, record.domain, count + 1, record.session_id)
         backend, template = self.router.target(record.model_version)  # pinned for life
-        first_prompt = self._prompt(record, turns, step, False, fault, template)
+        first_prompt = self._prompt(record, turns, first, step, False, fault, template)
         limits = await self.directory.limits(tenant)
         check_allowed(limits, tenant, record.model_version, "", record.domain)  # quotas change
         tokens = reservation_tokens(_utf8_len(first_prompt), sampling.max_tokens,
@@ -334,7 +340,7 @@ class Simulator:
                 if attempt:
                     yield Restart("the model's answer had no complete observation; retrying")
                 prompt = (first_prompt if attempt == 0
-                          else self._prompt(record, turns, step, True, fault, template))
+                          else self._prompt(record, turns, first, step, True, fault, template))
                 text: list[str] = []
                 with tracer.start_as_current_span("model.generate", attributes={
                         "worldserve.attempt": attempt, "worldserve.model": record.model_version}):
@@ -377,9 +383,9 @@ class Simulator:
             await self.quota.settle(reservation, self._event(record, meter, started, "preview",
                                                              fault))
             self._observe(tenant, record, meter, "preview")
-            yield StepResult(record.session_id, len(turns) + 1, turn, preview=True, sample=sample)
+            yield StepResult(record.session_id, count + 1, turn, preview=True, sample=sample)
             return
-        expected = len(turns) if step.expected_turn is None else step.expected_turn
+        expected = count if step.expected_turn is None else step.expected_turn
         event = self._event(record, meter, started, "ok", fault)
         settlement = Settlement(self.quota.settle_keys(reservation, event.ended_at),
                                 self.quota.settle_args(reservation, event))

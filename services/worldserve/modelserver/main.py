@@ -27,7 +27,12 @@ def serve(settings: Settings) -> None:
     log = logging.getLogger("worldserve.modelserver")
     log.info("loading %s engine from %s", settings.engine, settings.model_dir)
     engine = build_engine(settings.engine, settings.model_dir, settings.device,
-                          settings.max_batch_size, settings.batch_wait_ms, settings.torch_threads)
+                          settings.max_batch_size, settings.batch_wait_ms, settings.torch_threads,
+                          settings.prefix_cache_bytes)
+    if settings.engine_metrics_port:
+        from worldserve.modelserver.metrics import serve_engine_metrics
+
+        serve_engine_metrics(engine, settings.engine_metrics_port)
     grpc_port = int(settings.triton_url.rsplit(":", 1)[1])
     config = TritonConfig(grpc_port=grpc_port, http_port=settings.triton_http_port,
                           metrics_port=settings.triton_metrics_port, exit_timeout_secs=5)

@@ -27,6 +27,10 @@ INFLIGHT = Gauge("worldserve_inflight_steps", "Steps running in this gateway.", 
 BACKEND_UP = Gauge("worldserve_backend_up", "1 when the model backend answers ready.",
                    registry=REGISTRY)
 STORE_UP = Gauge("worldserve_store_up", "1 when Redis answers.", registry=REGISTRY)
+REPLICA_ROUTES = Counter(
+    "worldserve_replica_routes_total", "Calls served by a replica set, by whether the session's "
+    "previous call was served by the same replica (same), another one (moved: its KV cache is "
+    "elsewhere) or none seen by this gateway (first).", ["result"], registry=REGISTRY)
 RPCS = Counter("worldserve_rpcs_total", "RPCs by method and status code.", ["method", "code"],
                registry=REGISTRY)
 

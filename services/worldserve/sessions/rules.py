@@ -28,13 +28,21 @@ class Admission:
     stored_index: int = 0
 
 
-def admit(turns: list[TurnRecord], action: str, expected_turn: int | None, max_turns: int
-          ) -> Admission:
-    n = len(turns)
+def admit(turns: list[TurnRecord], action: str, expected_turn: int | None, max_turns: int,
+          first_index: int = 0) -> Admission:
+    """``turns`` are the session's turns from index ``first_index`` on (the latest ones); the
+    caller loads further back when a retry names a turn before them (``needs_older``)."""
+    n = first_index + len(turns)
     if expected_turn is not None and expected_turn != n:
-        if 0 <= expected_turn < n and turns[expected_turn].action == action:
-            return Admission(Verdict.REPLAY, n, turns[expected_turn], expected_turn + 1)
+        if first_index <= expected_turn < n and turns[expected_turn - first_index].action == action:
+            return Admission(Verdict.REPLAY, n, turns[expected_turn - first_index],
+                             expected_turn + 1)
         return Admission(Verdict.CONFLICT, n)
     if n >= max_turns:
         return Admission(Verdict.LIMIT, n)
     return Admission(Verdict.APPLY, n)
+
+
+def needs_older(expected_turn: int | None, first_index: int) -> bool:
+    """A retry of a turn older than the loaded ones: its stored answer must be read."""
+    return expected_turn is not None and 0 <= expected_turn < first_index

@@ -49,11 +49,11 @@ local function keep_alive(first, last, ttl)
 end
 """
 
-# KEYS: meta, turns, <na ancestor turn lists>[, 6 settle keys].
+# KEYS: meta, turns, tenant index, <na ancestor turn lists>[, 6 settle keys].
 # ARGV: expected (-1 = any, counted over the whole history), turn json, action, ttl, max_turns,
-#       base (inherited turns), na[, 4 settle args].
+#       base (inherited turns), na, index expiry score, session id[, 4 settle args].
 # With the settle part (quota.counters) the step's reservation is settled and its usage event
-# written in the same atomic call, whatever the outcome.
+# written in the same atomic call, whatever the outcome. One round trip per committed step.
 _COMMIT_BODY = """
 local base = tonumber(ARGV[6])
 local na = tonumber(ARGV[7])
@@ -73,14 +73,15 @@ local function commit()
   redis.call('RPUSH', KEYS[2], ARGV[2])
   redis.call('EXPIRE', KEYS[1], ttl)
   redis.call('EXPIRE', KEYS[2], ttl)
-  keep_alive(3, 2 + na, ttl)
+  redis.call('ZADD', KEYS[3], 'XX', ARGV[8], ARGV[9])
+  keep_alive(4, 3 + na, ttl)
   return {'ok', tostring(n + 1)}
 end
 local result = commit()
-local s = 2 + na
+local s = 3 + na
 if #KEYS > s then
   settle({KEYS[s + 1], KEYS[s + 2], KEYS[s + 3], KEYS[s + 4], KEYS[s + 5], KEYS[s + 6]},
-         {ARGV[8], ARGV[9], ARGV[10], ARGV[11], result[1]})
+         {ARGV[10], ARGV[11], ARGV[12], ARGV[13], result[1]})
 end
 return result
 """
@@ -123,8 +124,9 @@ class Settlement:
 @dataclass(frozen=True, slots=True)
 class LoadedSession:
     record: SessionRecord
-    turns: list[TurnRecord]  # empty unless asked for
+    turns: list[TurnRecord]  # empty unless asked for; the latest ones only when a tail was
     turn_count: int
+    first_index: int = 0  # index of turns[0] in the whole history
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +140,8 @@ class SessionStore(Protocol):
     async def admit(self, tenant: str, session_id: str, ttl: int, limit: int) -> bool: ...
     async def put(self, record: SessionRecord, turns: list[TurnRecord] | None = None
                   ) -> None: ...
-    async def load(self, tenant: str, session_id: str, with_turns: bool = True
-                   ) -> LoadedSession | None: ...
+    async def load(self, tenant: str, session_id: str, with_turns: bool = True,
+                   tail: int | None = None) -> LoadedSession | None: ...
     async def commit(self, record: SessionRecord, turn: TurnRecord, expected: int | None,
                      max_turns: int, settlement: Settlement | None = None) -> CommitResult: ...
     async def list_ids(self, tenant: str, offset: int, count: int) -> list[str]: ...
@@ -210,52 +212,66 @@ class RedisSessionStore:
     def _lineage_keys(self, record: SessionRecord) -> list[str]:
         return [self._turns_key(record.tenant, sid) for sid, _ in record.lineage]
 
-    async def load(self, tenant: str, session_id: str, with_turns: bool = True
-                   ) -> LoadedSession | None:
-        """Metadata with the turns (or only their count): one round trip, two for a fork
-        whose inherited turns are asked for."""
+    async def load(self, tenant: str, session_id: str, with_turns: bool = True,
+                   tail: int | None = None) -> LoadedSession | None:
+        """Metadata with the turns (or only their count, or only the latest ``tail`` of them):
+        one round trip, two for a fork whose inherited turns are needed. A step reads a tail,
+        so its cost does not grow with the session's length."""
         meta, turns = self._keys(tenant, session_id)
+        want = None if tail is None else max(tail, 0)
 
         async def run() -> list[Any]:
-            pipe = self._r.pipeline(transaction=False)
+            pipe = self._r.pipeline(transaction=True)  # count and turns from one moment
             pipe.get(meta)
-            if with_turns:
-                pipe.lrange(turns, 0, -1)
-            else:
-                pipe.llen(turns)
+            pipe.llen(turns)
+            if with_turns and want != 0:
+                pipe.lrange(turns, 0 if want is None else -want, -1)
             return list(await pipe.execute())
 
-        raw_meta, raw_turns = await guard(run)
+        raw_meta, own_count, *own = await guard(run)
         if raw_meta is None:
             return None
         record = SessionRecord.from_json(raw_meta)
-        base = base_count(record.lineage)
+        total = base_count(record.lineage) + int(own_count)
         if not with_turns:
-            return LoadedSession(record, [], base + int(raw_turns))
-        inherited: list[Any] = []
-        if record.lineage:
-            async def ancestors() -> list[Any]:
-                pipe = self._r.pipeline(transaction=False)
-                for sid, count in record.lineage:
-                    pipe.lrange(self._turns_key(tenant, sid), 0, count - 1)
-                return list(await pipe.execute())
-
-            for (sid, count), part in zip(record.lineage, await guard(ancestors), strict=True):
-                if len(part) < count:
-                    raise StoreUnavailable(f"the history that session {session_id} shares with "
-                                           f"{sid} is gone (expired)")
-                inherited.extend(part)
+            return LoadedSession(record, [], total)
+        raw_turns = own[0] if own else []
+        missing = total - len(raw_turns) if want is None else min(want, total) - len(raw_turns)
+        inherited = await self._inherited(tenant, record, missing) if missing > 0 else []
         parsed = [TurnRecord.from_json(t) for t in [*inherited, *raw_turns]]
-        return LoadedSession(record, parsed, len(parsed))
+        return LoadedSession(record, parsed, total, total - len(parsed))
+
+    async def _inherited(self, tenant: str, record: SessionRecord, last: int) -> list[Any]:
+        """The last ``last`` turns a fork inherits, from its lineage's segments."""
+        ranges: list[tuple[str, int, int]] = []  # (ancestor, start, count), newest first
+        for sid, count in reversed(record.lineage):
+            take = min(count, last)
+            if take > 0:
+                ranges.append((sid, count - take, take))
+            last -= take
+
+        async def run() -> list[Any]:
+            pipe = self._r.pipeline(transaction=False)
+            for sid, start, count in ranges:
+                pipe.lrange(self._turns_key(tenant, sid), start, start + count - 1)
+            return list(await pipe.execute())
+
+        out: list[Any] = []
+        for (sid, _start, count), part in zip(ranges, await guard(run), strict=True):
+            if len(part) < count:
+                raise StoreUnavailable(f"the history that session {record.session_id} shares "
+                                       f"with {sid} is gone (expired)")
+            out[:0] = part
+        return out
 
     async def commit(self, record: SessionRecord, turn: TurnRecord, expected: int | None,
                      max_turns: int, settlement: Settlement | None = None) -> CommitResult:
         meta, turns = self._keys(record.tenant, record.session_id)
         ancestors = self._lineage_keys(record)
-        keys = [meta, turns, *ancestors]
+        keys = [meta, turns, self._index(record.tenant), *ancestors]
         args: list[Any] = [-1 if expected is None else expected, turn.to_json(), turn.action,
                            record.ttl_seconds, max_turns, base_count(record.lineage),
-                           len(ancestors)]
+                           len(ancestors), time.time() + record.ttl_seconds, record.session_id]
         if settlement is not None:
             keys += settlement.keys
             args += settlement.args[:4]
@@ -263,11 +279,7 @@ class RedisSessionStore:
         outcome = bytes(raw[0]).decode()
         if outcome == "replay":
             return CommitResult("replay", (expected or 0) + 1, TurnRecord.from_json(raw[1]))
-        count = int(raw[1])
-        if outcome == "ok":
-            index, expiry = self._index(record.tenant), time.time() + record.ttl_seconds
-            await guard(lambda: self._r.zadd(index, {record.session_id: expiry}, xx=True))
-        return CommitResult(outcome, count)
+        return CommitResult(outcome, int(raw[1]))
 
     async def fork(self, parent: SessionRecord, child: SessionRecord, limit: int) -> str:
         """Store a child that shares the parent's turns: 'ok', 'missing' or 'limit'."""

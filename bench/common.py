@@ -1,0 +1,172 @@
+"""Shared pieces of the serving benchmarks: real model servers and gateways as child processes.
+
+Each benchmark starts what it measures as separate processes, as in production: model servers
+(real Triton via PyTriton, `python -m worldserve.modelserver.main`) and gateways
+(`python -m worldserve.gateway.server`, the dev key, no PostgreSQL), all on the real Redis.
+The benchmark process is the client.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import random
+import statistics
+import tempfile
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from worldserve.dev.launcher import Child, settings_env, spawn, triton_model_ready, wait_for
+from worldserve.dev.services import free_port, port_open, resolve_redis_url
+from worldserve.settings import Settings
+
+KEY = "bench-serving-key"
+
+
+def machine() -> str:
+    """One line describing this machine, for docs/BENCHMARKS.md."""
+    import torch
+
+    cpu = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = ""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        kib = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f", {kib / 2**20:.0f} GiB RAM"
+    return (f"{os.cpu_count()} cores ({cpu}){mem}, no GPU; Python {platform.python_version()}, "
+            f"torch {torch.__version__}")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def redis_url() -> str:
+    return resolve_redis_url(Settings())
+
+
+def log_dir(name: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"wsbench-{name}-"))
+
+
+@dataclass
+class ModelServer:
+    child: Child
+    settings: Settings
+
+    @property
+    def url(self) -> str:
+        return self.settings.triton_url
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.engine_metrics_port}"
+
+
+@contextlib.contextmanager
+def model_server(logs: Path, name: str = "modelserver", **overrides: object
+                 ) -> Iterator[ModelServer]:
+    settings = Settings(triton_url=f"127.0.0.1:{free_port()}", triton_http_port=free_port(),
+                        triton_metrics_port=free_port(), engine_metrics_port=free_port(),
+                        **overrides)  # type: ignore[arg-type]
+    child = spawn(name, "worldserve.modelserver.main", settings_env(settings), logs)
+    try:
+        wait_for("loading the model", lambda: triton_model_ready(settings.triton_url,
+                                                                  settings.model_name),
+                 child, timeout_s=300)
+        yield ModelServer(child, settings)
+    finally:
+        child.stop(10)
+
+
+@dataclass
+class Gateway:
+    child: Child
+    settings: Settings
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.settings.gateway_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.metrics_port}"
+
+
+@contextlib.contextmanager
+def gateway(logs: Path, redis: str, name: str = "gateway", **overrides: object
+            ) -> Iterator[Gateway]:
+    base: dict[str, object] = {
+        "gateway_port": free_port(), "metrics_port": free_port(), "dev_api_key": KEY,
+        "key_prefix": f"wsbench-{uuid.uuid4().hex[:8]}", "max_turns_per_session": 10_000,
+        "grace_period_s": 2.0,
+    }
+    base.update(overrides)
+    settings = Settings(**base)  # type: ignore[arg-type]
+    child = spawn(name, "worldserve.gateway.server",
+                  settings_env(settings, WORLDSERVE_REDIS_URL=redis), logs)
+    try:
+        wait_for("starting the gateway", lambda: port_open("127.0.0.1", settings.gateway_port),
+                 child, timeout_s=60)
+        yield Gateway(child, settings)
+    finally:
+        child.stop(5)
+        _drop_keys(redis, settings.key_prefix)
+
+
+def _drop_keys(redis: str, prefix: str) -> None:
+    import redis as sync_redis
+
+    client = sync_redis.Redis.from_url(redis)
+    try:
+        keys = list(client.scan_iter(f"{prefix}:*", count=1000))
+        for i in range(0, len(keys), 1000):
+            client.delete(*keys[i:i + 1000])
+    finally:
+        client.close()
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Prometheus samples by name (labels folded into the name as name{k=v,...})."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+    return out
+
+
+def diff(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items()}
+
+
+def terminal_episode(seed: int, turns: int) -> tuple[str, list[str]]:
+    """(initial state, actions) of a real Terminal episode: the commands run in a sandbox as they
+    are chosen, so later ones refer to files earlier ones made."""
+    from worldserve.training.terminal import TerminalEpisode
+
+    env = TerminalEpisode(random.Random(seed))
+    initial = env.setup()
+    actions = []
+    for _ in range(turns):
+        action, _why = env.next_command()
+        env.run(action)
+        actions.append(action)
+    return initial, actions

@@ -1,0 +1,134 @@
+"""Benchmark (a): what the gateway adds to a step, against calling Triton directly.
+
+    .venv/bin/python bench/gateway_overhead.py [--steps 800] [--rounds 3] [--concurrency 1 8]
+
+Processes: one model server (real Triton via PyTriton) with the `instant` engine — a fixed,
+well-formed answer at once, so the model costs nothing and only the path around it is measured —
+and one gateway (its own process, real Redis). This process is the client, at the same
+concurrency for both paths:
+
+* direct: Triton `ModelStreamInfer` with the gateway's own client code (`TritonBackend`) and a
+  prompt rendered as the gateway renders a turn — what a team calling Triton itself would do;
+* gateway: `Step` through the SDK — auth, session load, quota reservation, prompt rendering,
+  the same Triton call, answer parsing, the atomic commit with its usage event — in episodes of
+  20 turns (sessions are created before a round and closed after it, untimed).
+
+Rounds alternate direct / gateway so machine noise hits both alike; figures are medians over
+rounds. Prints a Markdown table for docs/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+from common import KEY, gateway, log_dir, machine, median, model_server, pct, redis_url
+
+from worldserve.backends.base import Completion
+from worldserve.backends.checkpoint import load_chat_template
+from worldserve.backends.triton import TritonBackend
+from worldserve.domains.chat import render_chat
+from worldserve.domains.rendering import PromptInput, build_messages
+from worldserve.domains.templates import Domain, system_prompt
+from worldserve.sdk import AsyncClient
+from worldserve.settings import DEFAULT_MODEL_DIR
+
+ACTION = "ls -la && cat notes.txt"
+TURNS = 20  # steps per session, then the next session: an RL episode's length
+
+
+def rendered_prompt() -> str:
+    messages = build_messages(PromptInput(system_prompt(Domain.TERMINAL), "Inspect the files.",
+                                          "notes.txt, todo.md", [], ACTION), 4)
+    return render_chat(load_chat_template(DEFAULT_MODEL_DIR), messages)
+
+
+async def run_round(concurrency: int, steps: int, one_step) -> tuple[list[float], float]:  # type: ignore[no-untyped-def]
+    """Per-step latencies (s) and wall time (s) of ``steps`` steps by ``concurrency`` workers."""
+    latencies: list[float] = []
+    per_worker = steps // concurrency
+
+    async def worker(index: int) -> None:
+        for i in range(per_worker):
+            start = time.perf_counter()
+            await one_step(index, i)
+            latencies.append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(concurrency)))
+    return latencies, time.perf_counter() - start
+
+
+async def measure(target: str, triton_url: str, concurrency: int, steps: int, rounds: int
+                  ) -> dict[str, dict[str, float]]:
+    prompt = rendered_prompt()
+    direct = TritonBackend(triton_url, "worldmodel")
+    request = Completion(prompt, 64, 0.0, 1.0, None)
+    results: dict[str, list[tuple[list[float], float]]] = {"direct": [], "gateway": []}
+
+    async def direct_step(worker: int, i: int) -> None:
+        chunks = [c async for c in direct.stream(request, 30.0)]
+        assert chunks and chunks[-1].finish_reason == "stop", chunks
+
+    async with AsyncClient(target, KEY) as client:
+        for _ in range(2):  # warm both paths (connections, caches, code paths)
+            await run_round(concurrency, concurrency * 10, direct_step)
+        for _ in range(rounds):
+            per_worker = steps // concurrency
+            sessions = [[(await client.create_session(
+                "TERMINAL", initial_state="notes.txt, todo.md", max_tokens=64)).session_id
+                for _ in range(-(-per_worker // TURNS))] for _ in range(concurrency)]
+
+            async def gateway_step(worker: int, i: int,
+                                   sessions: list[list[str]] = sessions) -> None:
+                r = await client.step(sessions[worker][i // TURNS], ACTION,
+                                      expected_turn=i % TURNS)
+                assert r.observation == "ok", r
+
+            results["direct"].append(await run_round(concurrency, steps, direct_step))
+            results["gateway"].append(await run_round(concurrency, steps, gateway_step))
+            for row in sessions:
+                for sid in row:
+                    await client.close_session(sid)
+    await direct.aclose()
+    out: dict[str, dict[str, float]] = {}
+    for path, runs in results.items():
+        out[path] = {
+            "p50_ms": median([pct(lat, 0.5) * 1000 for lat, _ in runs]),
+            "p90_ms": median([pct(lat, 0.9) * 1000 for lat, _ in runs]),
+            "per_s": median([len(lat) / wall for lat, wall in runs]),
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=800, help="steps per round and path")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
+    args = parser.parse_args()
+    logs = log_dir("overhead")
+    redis = redis_url()
+    rows = []
+    with model_server(logs, engine="instant") as ms, \
+            gateway(logs, redis, triton_url=ms.url, history_window_turns=4) as gw:
+        for c in args.concurrency:
+            steps = max(args.steps // c * c, c) if c > 1 else min(args.steps, 400)
+            r = asyncio.run(measure(gw.target, ms.url, c, steps, args.rounds))
+            d, g = r["direct"], r["gateway"]
+            rows.append((c, d, g))
+            print(f"concurrency {c}: direct p50 {d['p50_ms']:.2f} ms, {d['per_s']:.0f}/s; "
+                  f"gateway p50 {g['p50_ms']:.2f} ms, {g['per_s']:.0f}/s", flush=True)
+    print(f"\nMachine: {machine()}. Logs: {logs}\n")
+    print("| concurrency | direct p50 / p90 (ms) | gateway p50 / p90 (ms) | overhead p50 (ms) "
+          "| direct steps/s | gateway steps/s | throughput ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for c, d, g in rows:
+        print(f"| {c} | {d['p50_ms']:.2f} / {d['p90_ms']:.2f} | {g['p50_ms']:.2f} / "
+              f"{g['p90_ms']:.2f} | {g['p50_ms'] - d['p50_ms']:.2f} | {d['per_s']:.0f} | "
+              f"{g['per_s']:.0f} | {g['per_s'] / d['per_s']:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,333 @@
+"""The transformers engine: continuous batching with prefix (KV) reuse, on CPU or CUDA.
+
+One engine thread owns the model. Each request is prefilled on its own, starting from the KV
+of the longest cached token prefix (``prefix_cache``), so a session's turn N prefills only the
+tokens turn N-1 did not cover. Its KV then joins the running batch — left-padded to the batch's
+width, with an attention mask and explicit positions — and decodes one token per step with the
+others. Requests join and leave between steps (continuous batching): a short answer does not
+wait for a long one, and a new request does not wait for the batch to drain. When a request
+finishes, its KV (prompt + generated tokens) is stored for the session's next turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from worldserve.modelserver.contract import GenerationRequest
+from worldserve.modelserver.engines import Delta, EngineUnavailable, Sink, pick_device
+from worldserve.modelserver.prefix_cache import PrefixCache
+
+log = logging.getLogger(__name__)
+
+KV = list[tuple[Any, Any]]  # per layer (keys, values), each [batch, heads, positions, head_dim]
+
+
+@dataclass
+class _Row:
+    request: GenerationRequest
+    sink: Sink
+    cancelled: threading.Event
+    input_ids: list[int]
+    generated: list[int] = field(default_factory=list)
+    kv_tokens: list[int] = field(default_factory=list)  # tokens whose KV this row holds
+    generator: Any = None
+    sent_text: str = ""
+    sent_tokens: int = 0
+    finished: bool = False
+
+
+@dataclass
+class EngineStats:
+    requests: int = 0
+    prompt_tokens: int = 0
+    prefilled_tokens: int = 0  # prompt tokens actually computed (the rest came from the cache)
+    generated_tokens: int = 0
+    decode_steps: int = 0
+    decode_rows: int = 0  # sum of batch sizes over decode steps
+
+
+class TransformersEngine:
+    """Continuous-batching streaming generation with transformers and a prefix KV cache."""
+
+    def __init__(self, model_dir: Path, device: str = "auto", max_batch_size: int = 8,
+                 batch_wait_ms: float = 5.0, torch_threads: int = 0,
+                 prefix_cache_bytes: int = 256 * 2**20) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if torch_threads:
+            torch.set_num_threads(torch_threads)
+        self._torch = torch
+        self.device = pick_device(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+        self.model = model.to(self.device)  # type: ignore[arg-type]
+        self.model.eval()
+        eos = self.model.generation_config.eos_token_id
+        eos_ids = eos if isinstance(eos, list) else [eos]
+        if self.tokenizer.eos_token_id is not None:
+            eos_ids.append(self.tokenizer.eos_token_id)
+        self.eos_ids = {i for i in eos_ids if i is not None}
+        self.max_batch_size = max(1, max_batch_size)
+        self.batch_wait_s = batch_wait_ms / 1000
+        config = self.model.config.get_text_config(decoder=True)
+        full_attention = not getattr(config, "sliding_window", None) or not getattr(
+            config, "use_sliding_window", True)
+        if prefix_cache_bytes and not full_attention:
+            log.warning("prefix reuse is off: sliding-window attention is not supported")
+        self.prefix = PrefixCache(prefix_cache_bytes if full_attention else 0)
+        self.stats = EngineStats()
+        self._rows: list[_Row] = []
+        self._cache: Any = None  # DynamicCache of the running batch
+        self._mask: Any = None  # [batch, width] attention mask
+        self._logits: Any = None  # [batch, vocab] next-token logits
+        self._pending: queue.Queue[_Row | None] = queue.Queue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
+        self._thread.start()
+
+    def submit(self, request: GenerationRequest, sink: Sink) -> Callable[[], None]:
+        if self._closed:
+            raise EngineUnavailable("engine is closed")
+        ids = self.tokenizer(request.prompt, add_special_tokens=False)["input_ids"]
+        cancelled = threading.Event()
+        self._pending.put(_Row(request, sink, cancelled, list(ids)))
+        return cancelled.set
+
+    def close(self) -> None:
+        self._closed = True
+        self._pending.put(None)
+        self._thread.join(timeout=10)
+
+    # --- the engine thread ---
+
+    def _loop(self) -> None:
+        closing = False
+        while not (closing and not self._rows):
+            new, closing = self._take(closing)
+            for row in new:
+                try:
+                    self._admit(row)
+                except Exception as exc:  # one bad request must not stop the others
+                    log.exception("prefill failed")
+                    row.sink(Delta("", len(row.input_ids), 0, "error", str(exc)))
+            if not self._rows:
+                continue
+            try:
+                self._decode_step()
+            except Exception as exc:  # a failed step must not kill the server
+                log.exception("decode step failed")
+                for row in self._rows:
+                    if not row.finished:
+                        row.sink(Delta("", len(row.input_ids), 0, "error", str(exc)))
+                self._rows, self._cache, self._mask, self._logits = [], None, None, None
+
+    def _take(self, closing: bool) -> tuple[list[_Row], bool]:
+        """New requests for the free slots: wait for one (and a little for company) when idle;
+        never wait while a batch is decoding."""
+        free = self.max_batch_size - len(self._rows)
+        taken: list[_Row] = []
+        if closing or free <= 0:
+            return taken, closing
+        if not self._rows:
+            first = self._pending.get()
+            if first is None:
+                return taken, True
+            taken.append(first)
+            deadline = time.monotonic() + self.batch_wait_s
+            while len(taken) < free:
+                try:
+                    row = self._pending.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if row is None:
+                    return taken, True
+                taken.append(row)
+            return taken, closing
+        while len(taken) < free:
+            try:
+                row = self._pending.get_nowait()
+            except queue.Empty:
+                break
+            if row is None:
+                return taken, True
+            taken.append(row)
+        return taken, closing
+
+    def _admit(self, row: _Row) -> None:
+        """Prefill one request from its longest cached prefix and add it to the batch."""
+        torch = self._torch
+        from transformers import DynamicCache
+
+        if row.cancelled.is_set():
+            return
+        tokens = row.input_ids
+        if not tokens:
+            raise ValueError("the prompt is empty")
+        reused, kv = self.prefix.match(tokens, limit=len(tokens) - 1) if self.prefix.max_bytes \
+            else (0, None)
+        if reused:
+            cache = DynamicCache(ddp_cache_data=[(k[:, :, :reused], v[:, :, :reused])
+                                                 for k, v in (kv or [])])
+        else:
+            cache = DynamicCache(config=self.model.config)
+        ids = torch.tensor([tokens[reused:]], device=self.device)
+        positions = torch.arange(reused, len(tokens), device=self.device).unsqueeze(0)
+        mask = torch.ones((1, len(tokens)), dtype=torch.long, device=self.device)
+        with torch.inference_mode():
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                cache=cache, use_cache=True).logits[:, -1, :]
+        layers = [(layer.keys, layer.values) for layer in cache.layers]  # type: ignore[union-attr]
+        self._remember(tokens, layers)
+        self.stats.requests += 1
+        self.stats.prompt_tokens += len(tokens)
+        self.stats.prefilled_tokens += len(tokens) - reused
+        row.kv_tokens = list(tokens)
+        row.generator = self._generator(row.request.seed)
+        self._join(row, layers, mask, logits)
+
+    def _join(self, row: _Row, layers: KV, mask: Any, logits: Any) -> None:
+        torch = self._torch
+        from transformers import DynamicCache
+
+        if not self._rows:
+            self._rows = [row]
+            self._cache = DynamicCache(ddp_cache_data=layers)
+            self._mask, self._logits = mask, logits
+            return
+        width, length = self._mask.shape[1], mask.shape[1]
+        grow, pad = max(0, length - width), max(0, width - length)
+        for layer, (k, v) in zip(self._cache.layers, layers, strict=True):
+            layer.keys = torch.cat([_left_pad(layer.keys, grow), _left_pad(k, pad)], dim=0)
+            layer.values = torch.cat([_left_pad(layer.values, grow), _left_pad(v, pad)], dim=0)
+        self._mask = torch.cat([_left_pad(self._mask, grow), _left_pad(mask, pad)], dim=0)
+        self._logits = torch.cat([self._logits, logits], dim=0)
+        self._rows.append(row)
+
+    def _decode_step(self) -> None:
+        torch = self._torch
+        rows = self._rows
+        next_ids = [self._sample(self._logits[i], r.request, r.generator)
+                    for i, r in enumerate(rows)]
+        for row, token in zip(rows, next_ids, strict=True):
+            self._advance(row, token)
+        self.stats.decode_steps += 1
+        self.stats.decode_rows += len(rows)
+        keep = [i for i, r in enumerate(rows) if not r.finished]
+        for i, row in enumerate(rows):
+            if row.finished:
+                self._release(i, row)
+        if len(keep) < len(rows):
+            self._select(keep)
+        if not self._rows:
+            return
+        step = torch.tensor([[next_ids[i]] for i in keep], device=self.device)
+        positions = torch.tensor([[len(r.kv_tokens)] for r in self._rows], device=self.device)
+        self._mask = torch.cat([self._mask, torch.ones_like(step)], dim=-1)
+        with torch.inference_mode():
+            self._logits = self.model(input_ids=step, attention_mask=self._mask,
+                                      position_ids=positions, cache=self._cache,
+                                      use_cache=True).logits[:, -1, :]
+        for row, i in zip(self._rows, keep, strict=True):
+            row.kv_tokens.append(next_ids[i])
+
+    def _release(self, index: int, row: _Row) -> None:
+        """Keep a finished row's KV (prompt + generated) for the session's next turn."""
+        if row.cancelled.is_set() or not self.prefix.max_bytes:
+            return
+        n = len(row.kv_tokens)
+        layers = [(layer.keys[index:index + 1, :, -n:].clone(),
+                   layer.values[index:index + 1, :, -n:].clone()) for layer in self._cache.layers]
+        self._remember(row.kv_tokens, layers)
+
+    def _select(self, keep: list[int]) -> None:
+        """Drop finished rows from the batch and the padding columns nobody needs any more."""
+        self._rows = [self._rows[i] for i in keep]
+        if not keep:
+            self._cache, self._mask, self._logits = None, None, None
+            return
+        index = self._torch.tensor(keep, device=self.device)
+        mask = self._mask.index_select(0, index)
+        start = int((mask.sum(0) > 0).nonzero()[0])  # leading columns that are padding for all
+        for layer in self._cache.layers:
+            layer.keys = layer.keys.index_select(0, index)[:, :, start:]
+            layer.values = layer.values.index_select(0, index)[:, :, start:]
+        self._mask = mask[:, start:]
+        self._logits = self._logits.index_select(0, index)
+
+    def _remember(self, tokens: list[int], layers: KV) -> None:
+        if self.prefix.max_bytes:
+            nbytes = sum(k.numel() * k.element_size() + v.numel() * v.element_size()
+                         for k, v in layers)
+            self.prefix.put(tokens, layers, nbytes)
+
+    def _generator(self, seed: int | None) -> Any:
+        g = self._torch.Generator(device=self.device)
+        g.manual_seed(seed if seed is not None else secrets.randbits(63))
+        return g
+
+    def _sample(self, logits: Any, request: GenerationRequest, gen: Any) -> int:
+        torch = self._torch
+        if request.temperature <= 0:
+            return int(logits.argmax())
+        probs = torch.softmax(logits.float() / request.temperature, dim=-1)
+        if request.top_p < 1.0:
+            sorted_p, order = probs.sort(descending=True)
+            keep = sorted_p.cumsum(-1) - sorted_p < request.top_p
+            sorted_p = sorted_p * keep
+            probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+        return int(torch.multinomial(probs, 1, generator=gen))
+
+    def _advance(self, row: _Row, token: int) -> None:
+        if row.cancelled.is_set():
+            row.finished = True
+            return
+        if token in self.eos_ids:
+            self._finish(row, "stop")
+            return
+        row.generated.append(token)
+        self.stats.generated_tokens += 1
+        text = str(self.tokenizer.decode(row.generated, skip_special_tokens=True))
+        for stop in row.request.stop:
+            at = text.find(stop)
+            if at != -1:
+                self._flush(row, text[:at])
+                self._finish(row, "stop")
+                return
+        if len(row.generated) >= row.request.max_tokens:
+            self._flush(row, text)
+            self._finish(row, "length")
+            return
+        if not text.endswith("\ufffd"):  # an incomplete UTF-8 sequence waits for its next byte
+            self._flush(row, text)
+
+    def _flush(self, row: _Row, text: str) -> None:
+        if len(text) > len(row.sent_text) and text.startswith(row.sent_text):
+            delta = text[len(row.sent_text):]
+            row.sink(Delta(delta, len(row.input_ids), len(row.generated) - row.sent_tokens))
+            row.sent_text, row.sent_tokens = text, len(row.generated)
+
+    def _finish(self, row: _Row, reason: str) -> None:
+        row.finished = True
+        row.sink(Delta("", len(row.input_ids), len(row.generated) - row.sent_tokens, reason))
+
+
+def _left_pad(t: Any, n: int) -> Any:
+    """``t`` with ``n`` zero columns before its position axis (dim 2 of KV, dim 1 of masks)."""
+    if n == 0:
+        return t
+    import torch
+
+    dim = 2 if t.dim() == 4 else 1
+    shape = list(t.shape)
+    shape[dim] = n
+    return torch.cat([t.new_zeros(shape), t], dim=dim)

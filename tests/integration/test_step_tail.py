@@ -1,0 +1,64 @@
+"""A step reads only the latest turns, yet renders exactly the prompt of the whole history —
+for long sessions, forks and retries of old turns."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import TEST_KEY
+from tests.integration.backends import EchoBackend
+from tests.integration.helpers import auth, running_gateway, stub_for
+from worldserve.backends.checkpoint import load_chat_template
+from worldserve.domains.chat import render_chat
+from worldserve.domains.rendering import PastTurn, PromptInput, build_messages
+from worldserve.settings import DEFAULT_MODEL_DIR, Settings
+from worldserve.v1 import simulator_pb2 as pb
+
+pytestmark = pytest.mark.integration
+
+
+def whole_history_prompt(settings: Settings, system: str, turns: list[pb.Turn], action: str
+                         ) -> str:
+    history = [PastTurn(t.action, t.observation, t.current_state) for t in turns]
+    messages = build_messages(PromptInput(system, "task", "state", history, action),
+                              settings.history_window_turns,
+                              stride=settings.history_window_stride)
+    return render_chat(load_chat_template(DEFAULT_MODEL_DIR), messages)
+
+
+async def test_long_sessions_and_forks_render_the_whole_history_prompt(key_prefix: str,
+                                                                       redis_url: str) -> None:
+    backend = EchoBackend()
+    settings = Settings(gateway_port=0, key_prefix=key_prefix, dev_api_key=TEST_KEY,
+                        history_window_turns=3, history_window_stride=2)
+    md = auth(TEST_KEY)
+    async with running_gateway(settings, redis_url, backend) as gw, stub_for(gw) as stub:
+        s = await stub.CreateSession(pb.CreateSessionRequest(
+            domain=pb.TERMINAL, task_instruction="task", initial_state="state",
+            system_prompt="sys"), metadata=md)
+        for i in range(30):
+            await stub.Step(pb.StepRequest(session_id=s.session_id, action=f"cmd {i}",
+                                           expected_turn=i), metadata=md)
+        # a fork at turn 25 of that, stepped on: its prompt spans the parent's turns and its own
+        child = await stub.ForkSession(pb.ForkSessionRequest(session_id=s.session_id,
+                                                             at_turn=25), metadata=md)
+        for i in range(4):
+            await stub.Step(pb.StepRequest(session_id=child.session_id, action=f"fork {i}",
+                                           expected_turn=25 + i), metadata=md)
+        for sid, action in ((s.session_id, "final"), (child.session_id, "fork final")):
+            got = await stub.GetSession(pb.GetSessionRequest(session_id=sid, include_turns=True),
+                                        metadata=md)
+            await stub.Step(pb.StepRequest(session_id=sid, action=action,
+                                           expected_turn=got.turn_count), metadata=md)
+            assert backend.prompts[-1] == whole_history_prompt(settings, "sys", list(got.turns),
+                                                               action)
+        # a retry of a turn long before the loaded tail still gets its stored answer back
+        calls = len(backend.prompts)
+        again = await stub.Step(pb.StepRequest(session_id=s.session_id, action="cmd 2",
+                                               expected_turn=2), metadata=md)
+        assert again.turn == 3 and again.observation == "did: cmd 2"
+        assert len(backend.prompts) == calls  # replayed, not generated
+        conflict = stub.Step(pb.StepRequest(session_id=s.session_id, action="other",
+                                            expected_turn=2), metadata=md)
+        with pytest.raises(Exception, match="ABORTED"):
+            await conflict
