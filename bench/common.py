@@ -157,16 +157,68 @@ def diff(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
     return {k: v - before.get(k, 0.0) for k, v in after.items()}
 
 
-def terminal_episode(seed: int, turns: int) -> tuple[str, list[str]]:
-    """(initial state, actions) of a real Terminal episode: the commands run in a sandbox as they
-    are chosen, so later ones refer to files earlier ones made."""
+@dataclass(frozen=True)
+class Episode:
+    initial_state: str
+    actions: list[str]
+    observations: list[str]  # what the real shell printed
+
+
+def terminal_episode(seed: int, turns: int) -> Episode:
+    """A real Terminal episode: commands chosen and run in a sandbox as the training collector
+    does, so later ones refer to files earlier ones made."""
     from worldserve.training.terminal import TerminalEpisode
 
     env = TerminalEpisode(random.Random(seed))
     initial = env.setup()
-    actions = []
+    actions, observations = [], []
     for _ in range(turns):
         action, _why = env.next_command()
-        env.run(action)
+        observations.append(env.run(action))
         actions.append(action)
-    return initial, actions
+    return Episode(initial, actions, observations)
+
+
+@dataclass
+class StepRecord:
+    ttft_s: float  # to the first streamed event
+    step_s: float
+    input_tokens: int
+    output_tokens: int
+
+
+async def play_episode(client: object, ep: Episode, max_tokens: int, temperature: float = 0.0,
+                       seed: int | None = None) -> tuple[list[StepRecord], str]:
+    """Stream every action of ``ep`` through the gateway as one session. Returns the steps and
+    "" — or the error that ended the episode early (the demo model's answer can fail to parse)."""
+    import time
+
+    from worldserve.errors import Unavailable
+    from worldserve.sdk import AsyncClient, StepResult
+
+    assert isinstance(client, AsyncClient)
+    s = await client.create_session("TERMINAL", task_instruction="Work in the directory.",
+                                    initial_state=ep.initial_state, temperature=temperature,
+                                    max_tokens=max_tokens, seed=seed)
+    records: list[StepRecord] = []
+    error = ""
+    try:
+        for turn, action in enumerate(ep.actions):
+            start = time.perf_counter()
+            first: float | None = None
+            final: StepResult | None = None
+            try:
+                async for event in client.stream_step(s.session_id, action, expected_turn=turn):
+                    first = first or time.perf_counter()
+                    if isinstance(event, StepResult):
+                        final = event
+            except Unavailable as exc:
+                error = str(exc)
+                break
+            assert final is not None
+            end = time.perf_counter()
+            records.append(StepRecord((first or end) - start, end - start,
+                                      final.usage.input_tokens, final.usage.output_tokens))
+    finally:
+        await client.close_session(s.session_id)
+    return records, error

@@ -130,6 +130,11 @@ class Settings(BaseSettings):
         "affinity", description="'affinity' (rendezvous hashing on the root session, bounded "
         "load: KV reuse) or 'round_robin' (what a plain Service gives; a baseline)."
     )
+    replica_load_floor: int = Field(
+        8, ge=1, description="Affinity keeps a session on its replica while that replica has "
+        "fewer in-flight calls than this, whatever the others carry (set it to the model "
+        "server's batch size); above it, the 1.25x-of-fair-share bound applies."
+    )
     triton_http_port: int = Field(8000, description="Triton HTTP port of the embedded server.")
     triton_metrics_port: int = Field(8002, description="Triton metrics port of the embedded server.")
     model_name: str = Field("worldmodel", description="Triton model name to call.")
@@ -155,6 +160,11 @@ class Settings(BaseSettings):
     prefix_cache_bytes: int = Field(
         256 * 2**20, description="KV caches of recent prompt prefixes kept by the transformers "
         "engine (LRU, bytes); 0 = no reuse."
+    )
+    stream_interval_ms: float = Field(
+        50.0, ge=0, description="The transformers engine streams a request's first text at "
+        "once, then at most every this many ms (and at its end); 0 = token by token. Fewer "
+        "messages through Triton and the gateway when many sessions decode at once."
     )
     engine_metrics_port: int = Field(
         0, description="Prometheus port of the model server's engine metrics (batch size, "

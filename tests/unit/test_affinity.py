@@ -30,3 +30,13 @@ def test_bounded_load_skips_an_overloaded_replica() -> None:
     order = choose(key, REPLICAS, busy)
     assert order[0] != preferred and order[-1] == preferred
     assert choose(key, [], {}) == []
+
+
+def test_below_the_floor_a_session_stays_on_its_replica() -> None:
+    key = "s_warm"
+    preferred = rendezvous_order(key, REPLICAS)[0]
+    light = {r: 0 for r in REPLICAS} | {preferred: 2}  # 2 in flight there, none elsewhere
+    assert choose(key, REPLICAS, light)[0] != preferred  # no floor: the bound moves it
+    assert choose(key, REPLICAS, light, floor=8)[0] == preferred  # it can batch 8: stays
+    heavy = {r: 0 for r in REPLICAS} | {preferred: 8}
+    assert choose(key, REPLICAS, heavy, floor=8)[0] != preferred  # at the floor: moves

@@ -32,13 +32,14 @@ MAX_TRACKED_SESSIONS = 100_000
 
 class ReplicaSet:
     def __init__(self, replicas: dict[str, Backend], eject_s: float = 10.0,
-                 policy: str = "affinity") -> None:
+                 policy: str = "affinity", load_floor: int = 1) -> None:
         if not replicas:
             raise ValueError("a replica set needs at least one replica")
         if policy not in ("affinity", "round_robin"):
             raise ValueError(f"unknown replica policy {policy!r}")
         self.replicas = replicas
         self.policy = policy
+        self.load_floor = load_floor
         self._turn = itertools.count()
         self._served_by: OrderedDict[str, str] = OrderedDict()  # affinity key -> last replica
         self.eject_s = eject_s
@@ -93,7 +94,8 @@ class ReplicaSet:
         if self.policy == "round_robin":
             start = next(self._turn) % len(healthy)
             return healthy[start:] + healthy[:start]
-        return choose(request.affinity or request.prompt[:64], healthy, self.load)
+        return choose(request.affinity or request.prompt[:64], healthy, self.load,
+                      floor=self.load_floor)
 
     async def ready(self) -> bool:
         results = await asyncio.gather(*(b.ready() for b in self.replicas.values()),

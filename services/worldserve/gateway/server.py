@@ -98,11 +98,11 @@ class Gateway:
             await self._update_health()
 
 
-def triton_for_entry(entry: Entry, policy: str = "affinity") -> Backend:
+def triton_for_entry(entry: Entry, policy: str = "affinity", load_floor: int = 1) -> Backend:
     """The backend of a registry entry: its replicas when listed, else its Service endpoint."""
     if entry.replicas:
         return ReplicaSet({url: TritonBackend(url, entry.triton_model) for url in entry.replicas},
-                          policy=policy)
+                          policy=policy, load_floor=load_floor)
     return TritonBackend(entry.endpoint, entry.triton_model)
 
 
@@ -153,13 +153,15 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
     if settings.use_registry:  # the operator's registry: versions, weights, endpoints
         router = RegistryRouter(redis_store.client, settings.key_prefix,
                                 backend_for or partial(triton_for_entry,
-                                                       policy=settings.replica_policy),
+                                                       policy=settings.replica_policy,
+                                                       load_floor=settings.replica_load_floor),
                                 template)
     else:
         if backend is None:
             backend = (ReplicaSet({url: TritonBackend(url, settings.model_name)
                                    for url in settings.triton_replicas},
-                                  policy=settings.replica_policy)
+                                  policy=settings.replica_policy,
+                                  load_floor=settings.replica_load_floor)
                        if settings.triton_replicas
                        else TritonBackend(settings.triton_url, settings.model_name))
         router = StaticRouter(settings.model_version_label, backend, template)

@@ -124,13 +124,13 @@ ENGINES = ("transformers", "vllm", "instant")
 
 
 def build_engine(kind: str, model_dir: Path, device: str, max_batch_size: int,
-                 batch_wait_ms: float, torch_threads: int, prefix_cache_bytes: int = 256 * 2**20
-                 ) -> Engine:
+                 batch_wait_ms: float, torch_threads: int, prefix_cache_bytes: int = 256 * 2**20,
+                 stream_interval_ms: float = 50.0) -> Engine:
     if kind == "transformers":
         from worldserve.modelserver.transformers_engine import TransformersEngine
 
         return TransformersEngine(model_dir, device, max_batch_size, batch_wait_ms, torch_threads,
-                                  prefix_cache_bytes)
+                                  prefix_cache_bytes, stream_interval_ms)
     if kind == "vllm":
         return VllmEngine(model_dir, max_batch_size)
     if kind == "instant":

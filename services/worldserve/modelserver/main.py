@@ -28,7 +28,7 @@ def serve(settings: Settings) -> None:
     log.info("loading %s engine from %s", settings.engine, settings.model_dir)
     engine = build_engine(settings.engine, settings.model_dir, settings.device,
                           settings.max_batch_size, settings.batch_wait_ms, settings.torch_threads,
-                          settings.prefix_cache_bytes)
+                          settings.prefix_cache_bytes, settings.stream_interval_ms)
     if settings.engine_metrics_port:
         from worldserve.modelserver.metrics import serve_engine_metrics
 

@@ -30,6 +30,8 @@ class EngineCollector:
                 ("generated_tokens", "Tokens generated.", stats.generated_tokens),
                 ("decode_steps", "Batched decode steps.", stats.decode_steps),
                 ("decode_rows", "Sum of batch sizes over decode steps.", stats.decode_rows),
+                ("prefill_seconds", "Engine time spent prefilling.", stats.prefill_seconds),
+                ("decode_seconds", "Engine time spent in decode steps.", stats.decode_seconds),
             ):
                 yield CounterMetricFamily(f"worldserve_engine_{name}", doc, value=value)
         if prefix is not None:

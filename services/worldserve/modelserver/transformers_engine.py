@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
 from worldserve.modelserver.contract import GenerationRequest
 from worldserve.modelserver.engines import Delta, EngineUnavailable, Sink, pick_device
 from worldserve.modelserver.prefix_cache import PrefixCache
@@ -28,6 +32,42 @@ from worldserve.modelserver.prefix_cache import PrefixCache
 log = logging.getLogger(__name__)
 
 KV = list[tuple[Any, Any]]  # per layer (keys, values), each [batch, heads, positions, head_dim]
+
+
+class GrowingLayer(DynamicLayer):
+    """A cache layer whose keys/values live in buffers with spare positions: a decode step
+    writes its one position in place instead of copying the whole cache (``torch.cat``), which
+    was an eighth of a batched decode step on CPU."""
+
+    def assign(self, keys: Any, values: Any) -> None:
+        b, h, n, _ = keys.shape
+        spare = max(64, n // 2)
+        self._k = keys.new_empty((b, h, n + spare, keys.shape[-1]))
+        self._v = values.new_empty((b, h, n + spare, values.shape[-1]))
+        self._k[:, :, :n] = keys
+        self._v[:, :, :n] = values
+        self._n = n
+        self.keys, self.values = self._k[:, :, :n], self._v[:, :, :n]
+        self.device, self.is_initialized = keys.device, True
+
+    def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any
+               ) -> tuple[Any, Any]:
+        n = self._n + key_states.shape[-2]
+        if n > self._k.shape[-2]:
+            self.assign(torch.cat([self._k[:, :, :self._n], key_states], dim=-2),
+                        torch.cat([self._v[:, :, :self._n], value_states], dim=-2))
+        else:
+            self._k[:, :, self._n:n] = key_states
+            self._v[:, :, self._n:n] = value_states
+            self._n = n
+            self.keys, self.values = self._k[:, :, :n], self._v[:, :, :n]
+        return self.keys, self.values
+
+
+def _growing_layer(keys: Any, values: Any) -> GrowingLayer:
+    layer = GrowingLayer()
+    layer.assign(keys, values)
+    return layer
 
 
 @dataclass
@@ -41,6 +81,7 @@ class _Row:
     generator: Any = None
     sent_text: str = ""
     sent_tokens: int = 0
+    sent_at: float = 0.0  # monotonic time of the last streamed delta
     finished: bool = False
 
 
@@ -52,6 +93,8 @@ class EngineStats:
     generated_tokens: int = 0
     decode_steps: int = 0
     decode_rows: int = 0  # sum of batch sizes over decode steps
+    prefill_seconds: float = 0.0  # engine-thread time in prefills (admissions)
+    decode_seconds: float = 0.0  # engine-thread time in decode steps
 
 
 class TransformersEngine:
@@ -59,15 +102,41 @@ class TransformersEngine:
 
     def __init__(self, model_dir: Path, device: str = "auto", max_batch_size: int = 8,
                  batch_wait_ms: float = 5.0, torch_threads: int = 0,
-                 prefix_cache_bytes: int = 256 * 2**20) -> None:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+                 prefix_cache_bytes: int = 256 * 2**20, stream_interval_ms: float = 50.0
+                 ) -> None:
+        from transformers import AutoTokenizer
+
+        self.device = pick_device(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.max_batch_size = max(1, max_batch_size)
+        # A row's first text goes out at once; later text at most every interval (0 = each
+        # token): fewer messages through Triton and the gateway, same text.
+        self.stream_interval_s = max(0.0, stream_interval_ms) / 1000
+        self.batch_wait_s = batch_wait_ms / 1000
+        self.prefix = PrefixCache(prefix_cache_bytes)
+        self.stats = EngineStats()
+        self._rows: list[_Row] = []
+        self._cache: Any = None  # DynamicCache of the running batch
+        self._mask: Any = None  # [batch, width] attention mask
+        self._logits: Any = None  # [batch, vocab] next-token logits
+        self._pending: queue.Queue[_Row | None] = queue.Queue()
+        self._closed = False
+        # Every torch call happens on the engine thread, the model load included: on CPU, a
+        # second thread's OpenMP team (here: the loader's) made each decode step ~2.5x slower.
+        self._loaded = threading.Event()
+        self._load_error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(model_dir, torch_threads),
+                                        name="engine", daemon=True)
+        self._thread.start()
+        self._loaded.wait()
+        if self._load_error is not None:
+            raise self._load_error
+
+    def _load(self, model_dir: Path, torch_threads: int) -> None:
+        from transformers import AutoModelForCausalLM
 
         if torch_threads:
             torch.set_num_threads(torch_threads)
-        self._torch = torch
-        self.device = pick_device(device)
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
         self.model = model.to(self.device)  # type: ignore[arg-type]
@@ -77,23 +146,12 @@ class TransformersEngine:
         if self.tokenizer.eos_token_id is not None:
             eos_ids.append(self.tokenizer.eos_token_id)
         self.eos_ids = {i for i in eos_ids if i is not None}
-        self.max_batch_size = max(1, max_batch_size)
-        self.batch_wait_s = batch_wait_ms / 1000
         config = self.model.config.get_text_config(decoder=True)
         full_attention = not getattr(config, "sliding_window", None) or not getattr(
             config, "use_sliding_window", True)
-        if prefix_cache_bytes and not full_attention:
+        if self.prefix.max_bytes and not full_attention:
             log.warning("prefix reuse is off: sliding-window attention is not supported")
-        self.prefix = PrefixCache(prefix_cache_bytes if full_attention else 0)
-        self.stats = EngineStats()
-        self._rows: list[_Row] = []
-        self._cache: Any = None  # DynamicCache of the running batch
-        self._mask: Any = None  # [batch, width] attention mask
-        self._logits: Any = None  # [batch, vocab] next-token logits
-        self._pending: queue.Queue[_Row | None] = queue.Queue()
-        self._closed = False
-        self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
-        self._thread.start()
+            self.prefix = PrefixCache(0)
 
     def submit(self, request: GenerationRequest, sink: Sink) -> Callable[[], None]:
         if self._closed:
@@ -110,20 +168,34 @@ class TransformersEngine:
 
     # --- the engine thread ---
 
+    def _run(self, model_dir: Path, torch_threads: int) -> None:
+        try:
+            self._load(model_dir, torch_threads)
+        except BaseException as exc:  # surfaced by __init__
+            self._load_error = exc
+            return
+        finally:
+            self._loaded.set()
+        self._loop()
+
     def _loop(self) -> None:
         closing = False
         while not (closing and not self._rows):
             new, closing = self._take(closing)
+            started = time.perf_counter()
             for row in new:
                 try:
                     self._admit(row)
                 except Exception as exc:  # one bad request must not stop the others
                     log.exception("prefill failed")
                     row.sink(Delta("", len(row.input_ids), 0, "error", str(exc)))
+            decoding = time.perf_counter()
+            self.stats.prefill_seconds += decoding - started
             if not self._rows:
                 continue
             try:
                 self._decode_step()
+                self.stats.decode_seconds += time.perf_counter() - decoding
             except Exception as exc:  # a failed step must not kill the server
                 log.exception("decode step failed")
                 for row in self._rows:
@@ -165,9 +237,6 @@ class TransformersEngine:
 
     def _admit(self, row: _Row) -> None:
         """Prefill one request from its longest cached prefix and add it to the batch."""
-        torch = self._torch
-        from transformers import DynamicCache
-
         if row.cancelled.is_set():
             return
         tokens = row.input_ids
@@ -196,28 +265,24 @@ class TransformersEngine:
         self._join(row, layers, mask, logits)
 
     def _join(self, row: _Row, layers: KV, mask: Any, logits: Any) -> None:
-        torch = self._torch
-        from transformers import DynamicCache
-
         if not self._rows:
             self._rows = [row]
-            self._cache = DynamicCache(ddp_cache_data=layers)
+            self._cache = DynamicCache()
+            self._cache.layers = [_growing_layer(k, v) for k, v in layers]
             self._mask, self._logits = mask, logits
             return
         width, length = self._mask.shape[1], mask.shape[1]
         grow, pad = max(0, length - width), max(0, width - length)
         for layer, (k, v) in zip(self._cache.layers, layers, strict=True):
-            layer.keys = torch.cat([_left_pad(layer.keys, grow), _left_pad(k, pad)], dim=0)
-            layer.values = torch.cat([_left_pad(layer.values, grow), _left_pad(v, pad)], dim=0)
+            layer.assign(torch.cat([_left_pad(layer.keys, grow), _left_pad(k, pad)], dim=0),
+                         torch.cat([_left_pad(layer.values, grow), _left_pad(v, pad)], dim=0))
         self._mask = torch.cat([_left_pad(self._mask, grow), _left_pad(mask, pad)], dim=0)
         self._logits = torch.cat([self._logits, logits], dim=0)
         self._rows.append(row)
 
     def _decode_step(self) -> None:
-        torch = self._torch
         rows = self._rows
-        next_ids = [self._sample(self._logits[i], r.request, r.generator)
-                    for i, r in enumerate(rows)]
+        next_ids = self._sample(rows, self._logits)
         for row, token in zip(rows, next_ids, strict=True):
             self._advance(row, token)
         self.stats.decode_steps += 1
@@ -255,12 +320,12 @@ class TransformersEngine:
         if not keep:
             self._cache, self._mask, self._logits = None, None, None
             return
-        index = self._torch.tensor(keep, device=self.device)
+        index = torch.tensor(keep, device=self.device)
         mask = self._mask.index_select(0, index)
         start = int((mask.sum(0) > 0).nonzero()[0])  # leading columns that are padding for all
         for layer in self._cache.layers:
-            layer.keys = layer.keys.index_select(0, index)[:, :, start:]
-            layer.values = layer.values.index_select(0, index)[:, :, start:]
+            layer.assign(layer.keys.index_select(0, index)[:, :, start:],
+                         layer.values.index_select(0, index)[:, :, start:])
         self._mask = mask[:, start:]
         self._logits = self._logits.index_select(0, index)
 
@@ -271,50 +336,71 @@ class TransformersEngine:
             self.prefix.put(tokens, layers, nbytes)
 
     def _generator(self, seed: int | None) -> Any:
-        g = self._torch.Generator(device=self.device)
+        g = torch.Generator(device=self.device)
         g.manual_seed(seed if seed is not None else secrets.randbits(63))
         return g
 
-    def _sample(self, logits: Any, request: GenerationRequest, gen: Any) -> int:
-        torch = self._torch
-        if request.temperature <= 0:
-            return int(logits.argmax())
-        probs = torch.softmax(logits.float() / request.temperature, dim=-1)
-        if request.top_p < 1.0:
-            sorted_p, order = probs.sort(descending=True)
-            keep = sorted_p.cumsum(-1) - sorted_p < request.top_p
-            sorted_p = sorted_p * keep
-            probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-        return int(torch.multinomial(probs, 1, generator=gen))
+    def _sample(self, rows: list[_Row], logits: Any) -> list[int]:
+        """The next token of every row: greedy rows by argmax, the others drawn with their own
+        seeded generator (one softmax for the whole batch)."""
+        greedy = logits.argmax(-1).tolist()
+        temps = [r.request.temperature for r in rows]
+        if all(t <= 0 for t in temps):
+            return [int(g) for g in greedy]
+        scale = torch.tensor([t if t > 0 else 1.0 for t in temps],
+                             device=logits.device).unsqueeze(-1)
+        probs = torch.softmax(logits.float() / scale, dim=-1)
+        out = []
+        for i, row in enumerate(rows):
+            if temps[i] <= 0:
+                out.append(int(greedy[i]))
+                continue
+            p = probs[i]
+            if row.request.top_p < 1.0:
+                sorted_p, order = p.sort(descending=True)
+                keep = sorted_p.cumsum(-1) - sorted_p < row.request.top_p
+                p = torch.zeros_like(p).scatter(-1, order, sorted_p * keep)
+            out.append(int(torch.multinomial(p, 1, generator=row.generator)))
+        return out
 
     def _advance(self, row: _Row, token: int) -> None:
         if row.cancelled.is_set():
             row.finished = True
             return
         if token in self.eos_ids:
+            if len(row.generated) > row.sent_tokens:
+                self._flush(row, self._text(row))
             self._finish(row, "stop")
             return
         row.generated.append(token)
         self.stats.generated_tokens += 1
-        text = str(self.tokenizer.decode(row.generated, skip_special_tokens=True))
+        due = not row.sent_text or time.monotonic() - row.sent_at >= self.stream_interval_s
+        last = len(row.generated) >= row.request.max_tokens
+        if not (row.request.stop or due or last):
+            return  # nothing to check or send yet: skip decoding the text
+        text = self._text(row)
         for stop in row.request.stop:
             at = text.find(stop)
             if at != -1:
                 self._flush(row, text[:at])
                 self._finish(row, "stop")
                 return
-        if len(row.generated) >= row.request.max_tokens:
+        if last:
             self._flush(row, text)
             self._finish(row, "length")
             return
-        if not text.endswith("\ufffd"):  # an incomplete UTF-8 sequence waits for its next byte
+        if due and not text.endswith("\ufffd"):  # an incomplete UTF-8 sequence waits
             self._flush(row, text)
+
+    def _text(self, row: _Row) -> str:
+        return str(self.tokenizer.decode(row.generated, skip_special_tokens=True))
 
     def _flush(self, row: _Row, text: str) -> None:
         if len(text) > len(row.sent_text) and text.startswith(row.sent_text):
             delta = text[len(row.sent_text):]
             row.sink(Delta(delta, len(row.input_ids), len(row.generated) - row.sent_tokens))
             row.sent_text, row.sent_tokens = text, len(row.generated)
+            row.sent_at = time.monotonic()
 
     def _finish(self, row: _Row, reason: str) -> None:
         row.finished = True
@@ -325,8 +411,6 @@ def _left_pad(t: Any, n: int) -> Any:
     """``t`` with ``n`` zero columns before its position axis (dim 2 of KV, dim 1 of masks)."""
     if n == 0:
         return t
-    import torch
-
     dim = 2 if t.dim() == 4 else 1
     shape = list(t.shape)
     shape[dim] = n

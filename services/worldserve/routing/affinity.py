@@ -3,7 +3,10 @@
 Every gateway computes the same order for a session without coordination, so a session's steps
 (and its forks', keyed by the root session) land on the replica that holds its prompt prefix in
 the KV cache; removing a replica moves only that replica's sessions. A replica already carrying
-more than ``bound`` × its fair share of in-flight calls is skipped for the next in order.
+more than ``bound`` × its fair share of in-flight calls is skipped for the next in order — but
+never below ``floor`` in-flight calls: a model server batches that many at almost no extra cost
+per call, and moving a session away from its KV cache costs a whole prefill. (Without the floor,
+two sessions in flight on one replica of two would already push the third elsewhere.)
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ def rendezvous_order(key: str, replicas: list[str]) -> list[str]:
     return sorted(replicas, key=lambda r: _score(key, r), reverse=True)
 
 
-def choose(key: str, replicas: list[str], load: dict[str, int], bound: float = 1.25
-           ) -> list[str]:
+def choose(key: str, replicas: list[str], load: dict[str, int], bound: float = 1.25,
+           floor: int = 1) -> list[str]:
     """The order to try replicas in: the preferred one unless it is over the load bound."""
     order = rendezvous_order(key, replicas)
     if not order:
         return []
-    cap = max(1, math.ceil(bound * (sum(load.get(r, 0) for r in order) + 1) / len(order)))
+    fair = math.ceil(bound * (sum(load.get(r, 0) for r in order) + 1) / len(order))
+    cap = max(1, floor, fair)
     under = [r for r in order if load.get(r, 0) < cap]
     return under + [r for r in order if r not in under]
