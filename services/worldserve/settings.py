@@ -162,9 +162,9 @@ class Settings(BaseSettings):
         "engine (LRU, bytes); 0 = no reuse."
     )
     stream_interval_ms: float = Field(
-        50.0, ge=0, description="The transformers engine streams a request's first text at "
-        "once, then at most every this many ms (and at its end); 0 = token by token. Fewer "
-        "messages through Triton and the gateway when many sessions decode at once."
+        50.0, ge=0, description="The transformers engine streams a request's first 8 tokens "
+        "one by one, then its text at most every this many ms (and at its end); 0 = token by "
+        "token. Fewer messages through Triton and the gateway when many sessions decode at once."
     )
     engine_metrics_port: int = Field(
         0, description="Prometheus port of the model server's engine metrics (batch size, "

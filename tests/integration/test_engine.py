@@ -194,3 +194,28 @@ def test_a_cancelled_request_leaves_the_batch(engine: TransformersEngine) -> Non
     time.sleep(0.3)
     assert engine.stats.decode_steps == after  # nothing decodes any more
     assert after - steps < 300
+
+
+def test_the_instant_engine_answers_a_well_formed_observation_at_once() -> None:
+    from worldserve.domains.parsing import parse_completion
+
+    engine = build_engine("instant", DEFAULT_MODEL_DIR, "cpu", 4, 5, 0)
+    got: list[Delta] = []
+    engine.submit(GenerationRequest(PROMPT, max_tokens=8), got.append)
+    assert got[-1].finish_reason == "stop"
+    assert parse_completion("".join(d.text for d in got)).observation == "ok"
+    engine.close()
+
+
+def test_the_stream_interval_sends_fewer_deltas_with_the_same_text(engine: TransformersEngine
+                                                                    ) -> None:
+    slow = TransformersEngine(DEFAULT_MODEL_DIR, "cpu", stream_interval_ms=60_000)
+    try:
+        [batched] = run(slow, [LONG])
+    finally:
+        slow.close()
+    [eager] = run(engine, [LONG])
+    assert _text(batched) == _text(eager)
+    text_deltas = [d for d in batched if d.text]
+    assert len(text_deltas) <= 8 + 1  # the first 8 tokens one by one, then the rest at the end
+    assert sum(d.num_output_tokens for d in batched) == LONG.max_tokens

@@ -31,6 +31,8 @@ from worldserve.modelserver.prefix_cache import PrefixCache
 
 log = logging.getLogger(__name__)
 
+EAGER_TOKENS = 8  # streamed one by one before the stream interval applies
+
 KV = list[tuple[Any, Any]]  # per layer (keys, values), each [batch, heads, positions, head_dim]
 
 
@@ -109,7 +111,8 @@ class TransformersEngine:
         self.device = pick_device(device)
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self.max_batch_size = max(1, max_batch_size)
-        # A row's first text goes out at once; later text at most every interval (0 = each
+        # A row's first EAGER_TOKENS go out token by token (the gateway needs the opening tag
+        # and a little text to start streaming), later text at most every interval (0 = each
         # token): fewer messages through Triton and the gateway, same text.
         self.stream_interval_s = max(0.0, stream_interval_ms) / 1000
         self.batch_wait_s = batch_wait_ms / 1000
@@ -374,7 +377,8 @@ class TransformersEngine:
             return
         row.generated.append(token)
         self.stats.generated_tokens += 1
-        due = not row.sent_text or time.monotonic() - row.sent_at >= self.stream_interval_s
+        due = (len(row.generated) <= EAGER_TOKENS
+               or time.monotonic() - row.sent_at >= self.stream_interval_s)
         last = len(row.generated) >= row.request.max_tokens
         if not (row.request.stop or due or last):
             return  # nothing to check or send yet: skip decoding the text
