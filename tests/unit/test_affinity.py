@@ -40,3 +40,13 @@ def test_below_the_floor_a_session_stays_on_its_replica() -> None:
     assert choose(key, REPLICAS, light, floor=8)[0] == preferred  # it can batch 8: stays
     heavy = {r: 0 for r in REPLICAS} | {preferred: 8}
     assert choose(key, REPLICAS, heavy, floor=8)[0] != preferred  # at the floor: moves
+
+
+def test_a_session_that_moved_stays_on_its_new_replica_while_under_the_bound() -> None:
+    key = "s_moved"
+    preferred, other = rendezvous_order(key, REPLICAS)[:2]
+    idle = dict.fromkeys(REPLICAS, 0)
+    assert choose(key, REPLICAS, idle, previous=other)[0] == other  # its KV is there now
+    assert choose(key, REPLICAS, idle, previous="gone")[0] == preferred
+    busy = idle | {other: 10}
+    assert choose(key, REPLICAS, busy, previous=other)[0] == preferred  # over the bound: back

@@ -94,8 +94,9 @@ class ReplicaSet:
         if self.policy == "round_robin":
             start = next(self._turn) % len(healthy)
             return healthy[start:] + healthy[:start]
-        return choose(request.affinity or request.prompt[:64], healthy, self.load,
-                      floor=self.load_floor)
+        key = request.affinity or request.prompt[:64]
+        return choose(key, healthy, self.load, floor=self.load_floor,
+                      previous=self._served_by.get(key))
 
     async def ready(self) -> bool:
         results = await asyncio.gather(*(b.ready() for b in self.replicas.values()),
