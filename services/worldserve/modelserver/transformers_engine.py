@@ -213,28 +213,22 @@ class TransformersEngine:
         taken: list[_Row] = []
         if closing or free <= 0:
             return taken, closing
-        if not self._rows:
-            first = self._pending.get()
-            if first is None:
-                return taken, True
-            taken.append(first)
-            deadline = time.monotonic() + self.batch_wait_s
-            while len(taken) < free:
-                try:
-                    row = self._pending.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    break
-                if row is None:
-                    return taken, True
-                taken.append(row)
-            return taken, closing
+        idle = not self._rows
+        deadline = 0.0
         while len(taken) < free:
             try:
-                row = self._pending.get_nowait()
+                if not idle:
+                    row = self._pending.get_nowait()
+                elif not taken:
+                    row = self._pending.get()  # idle: block for the first request
+                else:
+                    row = self._pending.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
             if row is None:
                 return taken, True
+            if idle and not taken:
+                deadline = time.monotonic() + self.batch_wait_s
             taken.append(row)
         return taken, closing
 
