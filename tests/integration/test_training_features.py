@@ -95,12 +95,15 @@ async def test_fork_trees_of_any_depth_survive_closed_ancestors(echo) -> None:  
     empty = await stub.ForkSession(pb.ForkSessionRequest(session_id=sid, at_turn=0), metadata=MD)
     assert await history(stub, empty.session_id) == []
     # closing every ancestor breaks no descendant
-    for ancestor in chain[:-1]:
+    for depth, ancestor in enumerate(chain[:-1]):  # each reports inherited + own turns
         closed = await stub.CloseSession(pb.CloseSessionRequest(session_id=ancestor), metadata=MD)
-        assert closed.turn_count >= 2
+        assert closed.turn_count == 2 + depth
     assert [a for a, _ in await history(stub, sid)] == expected
     await walk(stub, sid, ["last"], start=len(expected))
     assert [a for a, _ in await history(stub, mid.session_id)] == ["r1", "r2", "d0"]
+    closed = await stub.CloseSession(pb.CloseSessionRequest(session_id=mid.session_id),
+                                     metadata=MD)
+    assert closed.turn_count == 3  # all inherited
     # a fork copies no turn: the child has no turn list of its own until it steps
     client = gw.store.client  # type: ignore[attr-defined]
     keys = [k async for k in client.scan_iter(match=f"*{empty.session_id}*")]

@@ -102,10 +102,15 @@ return 'ok'
 
 # KEYS: meta, turns, forks counter, tenant index. ARGV: session id.
 # A session that was forked keeps its turn list (descendants read it); it expires on its own,
-# kept alive by their writes.
+# kept alive by their writes. Returns the whole turn count (inherited + own), -1 if unknown.
 _CLOSE = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local raw = redis.call('GET', KEYS[1])
+if not raw then return -1 end
 local n = redis.call('LLEN', KEYS[2])
+local lineage = cjson.decode(raw)['lineage']
+if type(lineage) == 'table' then
+  for _, segment in ipairs(lineage) do n = n + tonumber(segment[2]) end
+end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 if redis.call('EXISTS', KEYS[3]) == 0 then redis.call('DEL', KEYS[2]) end
@@ -308,13 +313,10 @@ class RedisSessionStore:
     async def close(self, tenant: str, session_id: str) -> int | None:
         """Delete a session; its turn count, or None if unknown. Forks keep working."""
         meta, turns = self._keys(tenant, session_id)
-        loaded = await self.load(tenant, session_id, with_turns=False)
-        if loaded is None:
-            return None
         forks = meta.removesuffix(":meta") + ":forks"
         keys = [meta, turns, forks, self._index(tenant)]
-        own = int(await guard(lambda: self._close(keys=keys, args=[session_id])))
-        return None if own < 0 else base_count(loaded.record.lineage) + own
+        count = int(await guard(lambda: self._close(keys=keys, args=[session_id])))
+        return None if count < 0 else count  # one round trip
 
     async def ping(self) -> bool:
         return bool(await guard(lambda: self._r.ping()))
