@@ -102,3 +102,32 @@ async def test_gateway_routes_by_the_registry(redis_url: str) -> None:
         for key in r.scan_iter(f"{prefix}:*"):
             r.delete(key)
         r.close()
+
+
+async def test_registry_health_probes_the_serving_versions_backends(redis_url: str) -> None:
+    from worldserve.routing.router import RegistryRouter
+
+    prefix = f"wsreg-{uuid.uuid4().hex[:6]}"
+    r = redis.Redis.from_url(redis_url)
+    Registry(r, prefix).sync("wm", {"wm@v1": entry("v1", 100)}, {}, now=0, drain_seconds=60)
+    backend = Tagged("ep-v1")
+    up = True
+
+    async def ready() -> bool:
+        return up
+
+    backend.ready = ready  # type: ignore[method-assign]
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(redis_url)
+    router = RegistryRouter(client, prefix, lambda e: backend, "")
+    try:
+        await router.refresh()
+        assert await router.ready()
+        up = False  # listed as serving, but its model server does not answer ready
+        assert not await router.ready()
+    finally:
+        await client.aclose()
+        for key in r.scan_iter(f"{prefix}:*"):
+            r.delete(key)
+        r.close()

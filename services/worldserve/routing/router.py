@@ -74,7 +74,7 @@ class RegistryRouter:
         self._resync_s = resync_s
         self._rng = rng or random.Random()
         self.view = View()
-        self._backends: dict[tuple[str, str], Backend] = {}
+        self._backends: dict[tuple[str, str, tuple[str, ...]], Backend] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     async def refresh(self) -> None:
@@ -125,7 +125,7 @@ class RegistryRouter:
         entry = self.view.entries.get(label)
         if entry is None:
             raise BackendUnavailable(f"model version {label} is no longer served")
-        key = (entry.endpoint, entry.triton_model)
+        key = (entry.endpoint, entry.triton_model, entry.replicas)
         if key not in self._backends:
             self._backends[key] = self._backend_for(entry)
         return self._backends[key], entry.chat_template or self._default_template
@@ -137,7 +137,12 @@ class RegistryRouter:
         return [(label, sorted(aliases.get(label, []))) for label in sorted(self.view.entries)]
 
     async def ready(self) -> bool:
-        return any(e.state == "serving" for e in self.view.entries.values())
+        """Some serving version's backend answers Triton ServerReady/ModelReady. Probing also
+        lets a replica set take back replicas that recovered."""
+        labels = [e.label for e in self.view.entries.values() if e.state == "serving"]
+        results = await asyncio.gather(*(self.target(label)[0].ready() for label in labels),
+                                       return_exceptions=True)
+        return any(ok is True for ok in results)
 
     async def aclose(self) -> None:
         for task in self._tasks:
