@@ -1,0 +1,34 @@
+"""Each serving benchmark runs end to end at a tiny size and prints its table (the figures in
+docs/BENCHMARKS.md come from the same scripts at full size)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+CASES = {
+    "gateway_overhead.py": (["--steps", "16", "--rounds", "1", "--concurrency", "1", "4"],
+                            "| concurrency | direct p50"),
+    "kv_reuse.py": (["--episodes", "1", "--turns", "3", "--max-tokens", "24"],
+                    "| turn | prompt tokens"),
+    "affinity.py": (["--sessions", "2", "--turns", "2", "--max-tokens", "24"],
+                    "| policy | affinity hit rate"),
+    "throughput.py": (["--concurrency", "1", "2", "--turns", "2", "--rounds", "1",
+                       "--max-tokens", "24"], "| concurrent sessions | output tokens/s"),
+}
+
+
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_benchmark_runs_and_prints_its_table(script: str) -> None:
+    args, header = CASES[script]
+    done = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert header in done.stdout, done.stdout[-3000:]
