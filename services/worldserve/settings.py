@@ -163,8 +163,10 @@ class Settings(BaseSettings):
     )
     stream_interval_ms: float = Field(
         50.0, ge=0, description="The transformers engine streams a request's first 8 tokens "
-        "one by one, then its text at most every this many ms (and at its end); 0 = token by "
-        "token. Fewer messages through Triton and the gateway when many sessions decode at once."
+        "one by one, then its text at most every this many ms, at once after a token that closes "
+        "a tag, and at its end; 0 = token by token. Fewer messages through Triton and the "
+        "gateway when many sessions decode at once; a reasoning budget is then enforced per "
+        "chunk (0 for exact budgets)."
     )
     engine_metrics_port: int = Field(
         0, description="Prometheus port of the model server's engine metrics (batch size, "

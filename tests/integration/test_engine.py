@@ -217,5 +217,19 @@ def test_the_stream_interval_sends_fewer_deltas_with_the_same_text(engine: Trans
     [eager] = run(engine, [LONG])
     assert _text(batched) == _text(eager)
     text_deltas = [d for d in batched if d.text]
-    assert len(text_deltas) <= 8 + 1  # the first 8 tokens one by one, then the rest at the end
+    # the first 8 tokens one by one, a chunk ends at each token that closes a tag ('>'), and the
+    # rest comes at the end
+    assert len(text_deltas) <= 8 + _text(batched).count(">") + 1
+    for d in text_deltas[8:-1]:  # a chunk cut early ends with its tag's '>'
+        assert ">" in d.text
     assert sum(d.num_output_tokens for d in batched) == LONG.max_tokens
+
+
+def test_a_repeated_prompt_is_not_prefilled_again_and_samples_the_same(engine: TransformersEngine
+                                                                       ) -> None:
+    request = GenerationRequest(PROMPT + " again", max_tokens=24, temperature=1.0, seed=99)
+    [first] = run(engine, [request])
+    before = engine.stats.prefilled_tokens
+    [second] = run(engine, [request])
+    assert engine.stats.prefilled_tokens == before  # the prompt's KV and logits were kept
+    assert _text(second) == _text(first)

@@ -53,3 +53,16 @@ def test_least_recently_used_entries_go_first_within_the_bound() -> None:
 def test_a_negative_bound_is_refused() -> None:
     with pytest.raises(ValueError):
         PrefixCache(-1)
+
+
+def test_marks_give_back_a_prompt_exactly_and_follow_the_longer_entry() -> None:
+    cache = PrefixCache(1000)
+    cache.put([1, 2, 3], "kv-prompt", 10, mark=("logits-after-3", 5))
+    assert cache.marked([1, 2, 3]) == ("kv-prompt", "logits-after-3")
+    assert cache.marked([1, 2]) is None and cache.marked([1, 2, 3, 4]) is None
+    cache.put([1, 2, 3, 4, 5], "kv-finished", 20)  # supersedes the prompt entry, keeps its mark
+    assert len(cache) == 1 and cache.nbytes == 25
+    assert cache.marked([1, 2, 3]) == ("kv-finished", "logits-after-3")
+    assert not cache.put([1, 2, 3, 4], "kv-other", 8, mark=("logits-after-4", 5))  # covered:
+    assert cache.marked([1, 2, 3, 4]) == ("kv-finished", "logits-after-4")  # only the mark added
+    assert cache.nbytes == 30

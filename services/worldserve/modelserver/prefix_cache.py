@@ -5,13 +5,19 @@ generated tokens). A new prompt looks up the entry sharing its longest token pre
 session's turn N prefills only what turn N-1 did not already cover: the previous observation and
 the new action. Forks and samples of the same state share their parent's entry the same way.
 Entries are opaque to this module (the engine's per-layer tensors); it only needs their size.
+
+An entry may also carry *marks*: a payload at a position (the engine keeps the next-token logits
+at the end of each prompt it prefilled). A prompt that an entry covers exactly up to a mark needs
+no prefill at all — and gets the very logits of the first computation, so repeating a prompt
+(a replay, a retry, a reset with the same seed) repeats its answer bit for bit instead of
+depending on how a prefill was split. Marks follow an entry into the longer one that replaces it.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
@@ -31,7 +37,8 @@ def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
 class _Entry:
     tokens: np.ndarray
     value: Any
-    nbytes: int
+    nbytes: int  # of the value and the marks
+    marks: dict[int, tuple[Any, int]] = field(default_factory=dict)  # position -> (payload, bytes)
 
 
 @dataclass(slots=True)
@@ -83,31 +90,61 @@ class PrefixCache:
         self.stats.reused_tokens += best_n
         return best_n, self._entries[best_id].value
 
-    def put(self, tokens: Sequence[int], value: Any, nbytes: int) -> bool:
-        """Store ``value`` for ``tokens``; entries that are a prefix of them are dropped (the new
-        one covers them), and nothing is stored when an entry already extends them. Evicts least
-        recently used entries to stay within the bound. Returns whether it was stored."""
+    def marked(self, tokens: Sequence[int]) -> tuple[Any, Any] | None:
+        """(value, payload) of an entry that covers ``tokens`` exactly up to a mark at their end;
+        None otherwise. A hit reuses every token and becomes the most recently used entry."""
+        want = np.asarray(tokens, dtype=np.int64)
+        for entry_id, entry in reversed(self._entries.items()):
+            mark = entry.marks.get(len(want))
+            if mark is not None and common_prefix(entry.tokens, want) == len(want):
+                self._entries.move_to_end(entry_id)
+                self.stats.lookups += 1
+                self.stats.hits += 1
+                self.stats.lookup_tokens += len(want)
+                self.stats.reused_tokens += len(want)
+                return entry.value, mark[0]
+        return None
+
+    def put(self, tokens: Sequence[int], value: Any, nbytes: int,
+            mark: tuple[Any, int] | None = None) -> bool:
+        """Store ``value`` for ``tokens`` (and ``mark`` = (payload, bytes) at their end); entries
+        that are a prefix of them are dropped (the new one covers them, their marks move to it),
+        and nothing but the mark is stored when an entry already extends them. Evicts least
+        recently used entries to stay within the bound. Returns whether an entry was stored."""
         if nbytes > self.max_bytes:
             self.stats.too_large += 1
             return False
         new = np.asarray(tokens, dtype=np.int64)
+        marks = {len(new): mark} if mark is not None else {}
         for entry_id, entry in self._entries.items():
             if len(entry.tokens) >= len(new) and common_prefix(entry.tokens, new) == len(new):
                 self._entries.move_to_end(entry_id)
+                if mark is not None and len(new) not in entry.marks:
+                    entry.marks[len(new)] = mark
+                    entry.nbytes += mark[1]
+                    self.nbytes += mark[1]
+                    self._evict()
                 return False
         for entry_id, entry in list(self._entries.items()):
             if len(entry.tokens) <= len(new) and common_prefix(entry.tokens, new) == len(
                     entry.tokens):
+                marks = {**entry.marks, **marks}
                 self._drop(entry_id)
                 self.stats.superseded += 1
-        self._entries[next(self._ids)] = _Entry(new, value, nbytes)
-        self.nbytes += nbytes
+        total = nbytes + sum(b for _, b in marks.values())
+        if total > self.max_bytes:
+            self.stats.too_large += 1
+            return False
+        self._entries[next(self._ids)] = _Entry(new, value, total, marks)
+        self.nbytes += total
         self.stats.stored += 1
-        while self.nbytes > self.max_bytes:
-            oldest = next(iter(self._entries))
-            self._drop(oldest)
-            self.stats.evicted += 1
+        self._evict()
         return True
+
+    def _evict(self) -> None:
+        while self.nbytes > self.max_bytes and self._entries:
+            self._drop(next(iter(self._entries)))
+            self.stats.evicted += 1
 
     def clear(self) -> None:
         self._entries.clear()

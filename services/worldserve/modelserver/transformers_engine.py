@@ -113,7 +113,11 @@ class TransformersEngine:
         self.max_batch_size = max(1, max_batch_size)
         # A row's first EAGER_TOKENS go out token by token (the gateway needs the opening tag
         # and a little text to start streaming), later text at most every interval (0 = each
-        # token): fewer messages through Triton and the gateway, same text.
+        # token): fewer messages through Triton and the gateway, same text. A token that ends a
+        # tag ('>') is sent at once, so a chunk ends exactly there: the gateway, which splits
+        # reasoning from observation on tags, meters both as it would token by token.
+        vocab = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+        self._tag_ends = frozenset(i for i, t in enumerate(vocab) if t and ">" in t)
         self.stream_interval_s = max(0.0, stream_interval_ms) / 1000
         self.batch_wait_s = batch_wait_ms / 1000
         self.prefix = PrefixCache(prefix_cache_bytes)
@@ -239,27 +243,35 @@ class TransformersEngine:
         tokens = row.input_ids
         if not tokens:
             raise ValueError("the prompt is empty")
-        reused, kv = self.prefix.match(tokens, limit=len(tokens) - 1) if self.prefix.max_bytes \
-            else (0, None)
-        if reused:
-            cache = DynamicCache(ddp_cache_data=[(k[:, :, :reused], v[:, :, :reused])
-                                                 for k, v in (kv or [])])
+        n = len(tokens)
+        exact = self.prefix.marked(tokens) if self.prefix.max_bytes else None
+        if exact is not None:  # seen before, logits and all: nothing to compute
+            kv, logits = exact
+            layers = [(k[:, :, :n], v[:, :, :n]) for k, v in kv]
+            reused = n
         else:
-            cache = DynamicCache(config=self.model.config)
-        ids = torch.tensor([tokens[reused:]], device=self.device)
-        positions = torch.arange(reused, len(tokens), device=self.device).unsqueeze(0)
-        mask = torch.ones((1, len(tokens)), dtype=torch.long, device=self.device)
-        with torch.inference_mode():
-            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                cache=cache, use_cache=True).logits[:, -1, :]
-        layers = [(layer.keys, layer.values) for layer in cache.layers]  # type: ignore[union-attr]
-        self._remember(tokens, layers)
+            reused, kv = self.prefix.match(tokens, limit=n - 1) if self.prefix.max_bytes \
+                else (0, None)
+            if reused:
+                cache = DynamicCache(ddp_cache_data=[(k[:, :, :reused], v[:, :, :reused])
+                                                     for k, v in (kv or [])])
+            else:
+                cache = DynamicCache(config=self.model.config)
+            ids = torch.tensor([tokens[reused:]], device=self.device)
+            positions = torch.arange(reused, n, device=self.device).unsqueeze(0)
+            mask = torch.ones((1, n), dtype=torch.long, device=self.device)
+            with torch.inference_mode():
+                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                    cache=cache, use_cache=True).logits[:, -1, :]
+            layers = [(layer.keys, layer.values)  # type: ignore[union-attr]
+                      for layer in cache.layers]
+            self._remember(tokens, layers, logits)
         self.stats.requests += 1
-        self.stats.prompt_tokens += len(tokens)
-        self.stats.prefilled_tokens += len(tokens) - reused
+        self.stats.prompt_tokens += n
+        self.stats.prefilled_tokens += n - reused
         row.kv_tokens = list(tokens)
         row.generator = self._generator(row.request.seed)
-        self._join(row, layers, mask, logits)
+        self._join(row, layers, torch.ones((1, n), dtype=torch.long, device=self.device), logits)
 
     def _join(self, row: _Row, layers: KV, mask: Any, logits: Any) -> None:
         if not self._rows:
@@ -326,11 +338,13 @@ class TransformersEngine:
         self._mask = mask[:, start:]
         self._logits = self._logits.index_select(0, index)
 
-    def _remember(self, tokens: list[int], layers: KV) -> None:
+    def _remember(self, tokens: list[int], layers: KV, logits: Any = None) -> None:
+        """Keep ``tokens``' KV; with ``logits`` (those after the last token) as a mark."""
         if self.prefix.max_bytes:
             nbytes = sum(k.numel() * k.element_size() + v.numel() * v.element_size()
                          for k, v in layers)
-            self.prefix.put(tokens, layers, nbytes)
+            mark = None if logits is None else (logits, logits.numel() * logits.element_size())
+            self.prefix.put(tokens, layers, nbytes, mark)
 
     def _generator(self, seed: int | None) -> Any:
         g = torch.Generator(device=self.device)
@@ -371,7 +385,7 @@ class TransformersEngine:
             return
         row.generated.append(token)
         self.stats.generated_tokens += 1
-        due = (len(row.generated) <= EAGER_TOKENS
+        due = (len(row.generated) <= EAGER_TOKENS or token in self._tag_ends
                or time.monotonic() - row.sent_at >= self.stream_interval_s)
         last = len(row.generated) >= row.request.max_tokens
         if not (row.request.stop or due or last):

@@ -59,17 +59,6 @@ def _response(data: dict[str, np.ndarray], text: str, n_in: int, n_out: int,
     return out
 
 
-def coalesce(delta: Delta, more: asyncio.Queue[Delta]) -> Delta:
-    """``delta`` merged with every delta already waiting behind it: one response instead of
-    several when the engine outpaces the stream (under load), token by token otherwise."""
-    while not (delta.finish_reason or delta.error) and not more.empty():
-        nxt = more.get_nowait()
-        delta = Delta(delta.text + nxt.text, nxt.num_input_tokens or delta.num_input_tokens,
-                      delta.num_output_tokens + nxt.num_output_tokens, nxt.finish_reason,
-                      nxt.error)
-    return delta
-
-
 def make_infer(engine: Engine, default_max_tokens: int) -> Callable[[list[Any]], AsyncIterator]:
     """An async-generator inference callable for one model instance."""
 
@@ -91,7 +80,7 @@ def make_infer(engine: Engine, default_max_tokens: int) -> Callable[[list[Any]],
         text, n_in, n_out = "" if exclude else prompt, 0, 0
         try:
             while True:
-                delta = coalesce(await deltas.get(), deltas)
+                delta = await deltas.get()
                 if delta.error:
                     raise RuntimeError(f"generation failed: {delta.error}")
                 n_in, n_out = delta.num_input_tokens, n_out + delta.num_output_tokens
