@@ -154,6 +154,14 @@ def test_the_cache_stays_within_its_byte_bound() -> None:
         run(engine, [GenerationRequest(p, max_tokens=4) for p in prompts])
         assert 0 < engine.prefix.nbytes <= bound
         assert engine.prefix.stats.evicted > 0
+        # what the entries really hold alive (no view keeps a larger tensor behind it)
+        storages = {}
+        for entry in engine.prefix._entries.values():
+            tensors = [t for kv in entry.value for t in kv]
+            tensors += [payload for payload, _ in entry.marks.values()]
+            for t in tensors:
+                storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        assert sum(storages.values()) <= engine.prefix.nbytes
     finally:
         engine.close()
 

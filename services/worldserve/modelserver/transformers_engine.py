@@ -261,8 +261,11 @@ class TransformersEngine:
             positions = torch.arange(reused, n, device=self.device).unsqueeze(0)
             mask = torch.ones((1, n), dtype=torch.long, device=self.device)
             with torch.inference_mode():
+                # logits_to_keep=1: the LM head for the last position only (the stored mark must
+                # not hold a [positions, vocab] tensor alive either)
                 logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                    cache=cache, use_cache=True).logits[:, -1, :]
+                                    cache=cache, use_cache=True,
+                                    logits_to_keep=1).logits[:, -1, :]
             layers = [(layer.keys, layer.values)  # type: ignore[union-attr]
                       for layer in cache.layers]
             self._remember(tokens, layers, logits)
