@@ -45,7 +45,13 @@ async def test_long_sessions_and_forks_render_the_whole_history_prompt(key_prefi
         for i in range(4):
             await stub.Step(pb.StepRequest(session_id=child.session_id, action=f"fork {i}",
                                            expected_turn=25 + i), metadata=md)
-        for sid, action in ((s.session_id, "final"), (child.session_id, "fork final")):
+        # a fork of the fork: its tail spans two inherited segments and its own turns
+        grandchild = await stub.ForkSession(pb.ForkSessionRequest(
+            session_id=child.session_id, at_turn=27), metadata=md)
+        await stub.Step(pb.StepRequest(session_id=grandchild.session_id, action="gc 0",
+                                       expected_turn=27), metadata=md)
+        for sid, action in ((s.session_id, "final"), (child.session_id, "fork final"),
+                            (grandchild.session_id, "grandchild final")):
             got = await stub.GetSession(pb.GetSessionRequest(session_id=sid, include_turns=True),
                                         metadata=md)
             await stub.Step(pb.StepRequest(session_id=sid, action=action,
