@@ -14,6 +14,7 @@ import platform
 import random
 import statistics
 import tempfile
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -22,6 +23,8 @@ from pathlib import Path
 
 from worldserve.dev.launcher import Child, settings_env, spawn, triton_model_ready, wait_for
 from worldserve.dev.services import free_port, port_open, resolve_redis_url
+from worldserve.errors import Unavailable
+from worldserve.sdk import AsyncClient, StepResult
 from worldserve.settings import Settings
 
 KEY = "bench-serving-key"
@@ -179,31 +182,33 @@ def terminal_episode(seed: int, turns: int) -> Episode:
     return Episode(initial, actions, observations)
 
 
+TASK = "Work in the directory."
+
+
 @dataclass
 class StepRecord:
     ttft_s: float  # to the first streamed event
     step_s: float
     input_tokens: int
     output_tokens: int
+    prefilled: float = 0.0  # prompt tokens the engine computed (with engine_metrics_url)
 
 
-async def play_episode(client: object, ep: Episode, max_tokens: int, temperature: float = 0.0,
-                       seed: int | None = None) -> tuple[list[StepRecord], str]:
+async def play_episode(client: AsyncClient, ep: Episode, max_tokens: int,
+                       temperature: float = 0.0, seed: int | None = None,
+                       engine_metrics_url: str | None = None) -> tuple[list[StepRecord], str]:
     """Stream every action of ``ep`` through the gateway as one session. Returns the steps and
-    "" — or the error that ended the episode early (the demo model's answer can fail to parse)."""
-    import time
-
-    from worldserve.errors import Unavailable
-    from worldserve.sdk import AsyncClient, StepResult
-
-    assert isinstance(client, AsyncClient)
-    s = await client.create_session("TERMINAL", task_instruction="Work in the directory.",
+    "" — or the error that ended the episode early (the demo model's answer can fail to parse).
+    With ``engine_metrics_url`` (one model server, steps one at a time) each step also records
+    the prompt tokens that server prefilled for it; the scrapes are not timed."""
+    s = await client.create_session("TERMINAL", task_instruction=TASK,
                                     initial_state=ep.initial_state, temperature=temperature,
                                     max_tokens=max_tokens, seed=seed)
     records: list[StepRecord] = []
     error = ""
     try:
         for turn, action in enumerate(ep.actions):
+            before = scrape(engine_metrics_url) if engine_metrics_url else {}
             start = time.perf_counter()
             first: float | None = None
             final: StepResult | None = None
@@ -217,8 +222,12 @@ async def play_episode(client: object, ep: Episode, max_tokens: int, temperature
                 break
             assert final is not None
             end = time.perf_counter()
-            records.append(StepRecord((first or end) - start, end - start,
-                                      final.usage.input_tokens, final.usage.output_tokens))
+            record = StepRecord((first or end) - start, end - start, final.usage.input_tokens,
+                                final.usage.output_tokens)
+            if engine_metrics_url:
+                record.prefilled = diff(scrape(engine_metrics_url), before)[
+                    "worldserve_engine_prefilled_tokens_total"]
+            records.append(record)
     finally:
         await client.close_session(s.session_id)
     return records, error

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 
 from common import (
     KEY,
+    TASK,
     Episode,
     ModelServer,
     diff,
@@ -39,6 +40,7 @@ from common import (
     machine,
     median,
     model_server,
+    play_episode,
     redis_url,
     scrape,
     terminal_episode,
@@ -50,11 +52,19 @@ from worldserve.backends.triton import TritonBackend
 from worldserve.domains.chat import render_chat
 from worldserve.domains.rendering import PastTurn, PromptInput, build_messages
 from worldserve.domains.templates import Domain, system_prompt
-from worldserve.sdk import AsyncClient, StepResult
+from worldserve.sdk import AsyncClient
 from worldserve.settings import DEFAULT_MODEL_DIR
 
-TASK = "Work in the directory."
 Turn = dict[str, float]
+
+
+async def via_gateway(target: str, ep: Episode, max_tokens: int, metrics_url: str) -> list[Turn]:
+    async with AsyncClient(target, KEY) as client:
+        records, error = await play_episode(client, ep, max_tokens,
+                                            engine_metrics_url=metrics_url)
+    assert not error, error
+    return [{"ttft_s": r.ttft_s, "step_s": r.step_s, "prompt": float(r.input_tokens),
+             "prefilled": r.prefilled} for r in records]
 
 
 async def measured(call: Callable[[], Awaitable[tuple[float | None, float]]], metrics_url: str
@@ -66,29 +76,6 @@ async def measured(call: Callable[[], Awaitable[tuple[float | None, float]]], me
     d = diff(scrape(metrics_url), before)
     return {"ttft_s": first - start if first else total, "step_s": total, "prompt": prompt,
             "prefilled": d["worldserve_engine_prefilled_tokens_total"]}
-
-
-async def via_gateway(target: str, ep: Episode, max_tokens: int, metrics_url: str) -> list[Turn]:
-    out = []
-    async with AsyncClient(target, KEY) as client:
-        s = await client.create_session("TERMINAL", task_instruction=TASK,
-                                        initial_state=ep.initial_state, temperature=0.0,
-                                        max_tokens=max_tokens)
-        for turn, action in enumerate(ep.actions):
-            async def step(turn: int = turn, action: str = action
-                           ) -> tuple[float | None, float]:
-                first = None
-                final = None
-                async for event in client.stream_step(s.session_id, action, expected_turn=turn):
-                    first = first or time.perf_counter()
-                    if isinstance(event, StepResult):
-                        final = event
-                assert final is not None
-                return first, float(final.usage.input_tokens)
-
-            out.append(await measured(step, metrics_url))
-        await client.close_session(s.session_id)
-    return out
 
 
 def whole_history_prompts(ep: Episode) -> list[str]:

@@ -244,6 +244,7 @@ class TransformersEngine:
         if not tokens:
             raise ValueError("the prompt is empty")
         n = len(tokens)
+        mask = torch.ones((1, n), dtype=torch.long, device=self.device)
         exact = self.prefix.marked(tokens) if self.prefix.max_bytes else None
         if exact is not None:  # seen before, logits and all: nothing to compute
             kv, logits = exact
@@ -259,7 +260,6 @@ class TransformersEngine:
                 cache = DynamicCache(config=self.model.config)
             ids = torch.tensor([tokens[reused:]], device=self.device)
             positions = torch.arange(reused, n, device=self.device).unsqueeze(0)
-            mask = torch.ones((1, n), dtype=torch.long, device=self.device)
             with torch.inference_mode():
                 # logits_to_keep=1: the LM head for the last position only (the stored mark must
                 # not hold a [positions, vocab] tensor alive either)
@@ -274,7 +274,7 @@ class TransformersEngine:
         self.stats.prefilled_tokens += n - reused
         row.kv_tokens = list(tokens)
         row.generator = self._generator(row.request.seed)
-        self._join(row, layers, torch.ones((1, n), dtype=torch.long, device=self.device), logits)
+        self._join(row, layers, mask, logits)
 
     def _join(self, row: _Row, layers: KV, mask: Any, logits: Any) -> None:
         if not self._rows:
