@@ -170,16 +170,13 @@ class Episode:
 def terminal_episode(seed: int, turns: int) -> Episode:
     """A real Terminal episode: commands chosen and run in a sandbox as the training collector
     does, so later ones refer to files earlier ones made."""
-    from worldserve.training.terminal import TerminalEpisode
+    from worldserve.training.collect import terminal_episode as play
+    from worldserve.training.words import Vocab
 
-    env = TerminalEpisode(random.Random(seed))
-    initial = env.setup()
-    actions, observations = [], []
-    for _ in range(turns):
-        action, _why = env.next_command()
-        observations.append(env.run(action))
-        actions.append(action)
-    return Episode(initial, actions, observations)
+    rng = random.Random(seed)
+    ep = play(seed, rng, Vocab(rng), worker=0, turns=turns, fault_rate=0.0)
+    return Episode(ep.initial_state, [t.action for t in ep.turns],
+                   [t.observation for t in ep.turns])
 
 
 TASK = "Work in the directory."

@@ -122,7 +122,8 @@ def registry_entries(spec: WorldModelSpec, namespace: str, chat_template: str,
     return {f"{spec.name}@{v.name}": {
         "model": spec.name, "version": v.name, "endpoint": endpoint(spec, v, namespace),
         "triton_model": TRITON_MODEL, "weight": weights.get(v.name, 0), "state": "serving",
-        "chat_template": v.chat_template or chat_template, "runtime": v.runtime}
+        "chat_template": v.chat_template or chat_template, "runtime": v.runtime,
+        **({"domains": list(spec.domains_of(v))} if spec.domains_of(v) else {})}
         for v in spec.versions}
 
 

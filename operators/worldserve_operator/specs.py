@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from worldserve.domains.modelcard import normalize_domains
+
 GROUP = "worldserve.io"
 VERSION = "v1alpha1"
 
@@ -36,6 +38,7 @@ class ModelVersion:
     autoscaling: Autoscaling = field(default_factory=Autoscaling)
     traffic_percent: int | None = None
     chat_template: str = ""
+    domains: tuple[str, ...] = ()  # what the version simulates; () = the model-level list
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,10 @@ class WorldModelSpec:
     chat_template_configmap: tuple[str, str] | None = None
     chat_template_inline: str = ""
     drain_seconds: int = 3600
+    domains: tuple[str, ...] = ()  # what the checkpoint's model card declares; () = every domain
+
+    def domains_of(self, v: ModelVersion) -> tuple[str, ...]:
+        return v.domains or self.domains
 
     def version(self, name: str) -> ModelVersion | None:
         return next((v for v in self.versions if v.name == name), None)
@@ -56,6 +63,15 @@ class WorldModelSpec:
 
 class SpecError(ValueError):
     """The resource is invalid in a way the CRD schema cannot express."""
+
+
+def _domains(raw: Any) -> tuple[str, ...]:
+    if not raw:
+        return ()
+    try:
+        return normalize_domains(raw)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from exc
 
 
 def parse_worldmodel(name: str, spec: dict[str, Any]) -> WorldModelSpec:
@@ -77,7 +93,8 @@ def parse_worldmodel(name: str, spec: dict[str, Any]) -> WorldModelSpec:
             max_replicas=int(raw.get("maxReplicas", 1)),
             autoscaling=Autoscaling(auto.get("signal", "concurrency"), int(auto.get("target", 8)),
                                     auto.get("prometheusAddress", "")),
-            traffic_percent=raw.get("trafficPercent"), chat_template=raw.get("chatTemplate", "")))
+            traffic_percent=raw.get("trafficPercent"), chat_template=raw.get("chatTemplate", ""),
+            domains=_domains(raw.get("domains"))))
     aliases = spec.get("aliases", {}) or {}
     template = spec.get("chatTemplate", {}) or {}
     ref = template.get("configMapRef")
@@ -89,7 +106,8 @@ def parse_worldmodel(name: str, spec: dict[str, Any]) -> WorldModelSpec:
         chat_template_configmap=(ref["name"], ref.get("key", "chat_template.jinja")) if ref
         else None,
         chat_template_inline=template.get("inline", ""),
-        drain_seconds=int(spec.get("drainSeconds", 3600)))
+        drain_seconds=int(spec.get("drainSeconds", 3600)),
+        domains=_domains(spec.get("domains")))
     check(parsed)
     return parsed
 

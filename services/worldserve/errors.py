@@ -7,6 +7,7 @@
     ├── NotFound             NOT_FOUND (also for another tenant's session)
     ├── AlreadyExists        ALREADY_EXISTS (a tenant id taken)
     ├── Aborted              ABORTED (expected_turn mismatch)
+    ├── FailedPrecondition   FAILED_PRECONDITION (a domain the model does not simulate)
     ├── ResourceExhausted    RESOURCE_EXHAUSTED (+ QuotaFailure, retry delay)
     ├── Unavailable          UNAVAILABLE
     │   ├── BackendUnavailable
@@ -44,6 +45,10 @@ class AlreadyExists(WorldserveError):
 
 
 class Aborted(WorldserveError):
+    pass
+
+
+class FailedPrecondition(WorldserveError):
     pass
 
 

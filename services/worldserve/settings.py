@@ -143,9 +143,14 @@ class Settings(BaseSettings):
         "endpoints) instead of the single triton_url/model_version_label."
     )
     model_version_label: str = Field(
-        "worldserve-tiny-moe@1", description="Version recorded on each turn (name@version)."
+        "worldserve-tiny-moe@2", description="Version recorded on each turn (name@version)."
     )
     model_dir: Path = Field(DEFAULT_MODEL_DIR, description="Checkpoint directory (HF layout).")
+    model_domains: list[str] = Field(
+        default_factory=list, description="Domains the single served model simulates (sessions "
+        "in others get FAILED_PRECONDITION); empty = what the checkpoint's model card "
+        "(README.md front matter) declares, or every domain when it declares none."
+    )
     step_timeout_s: float = Field(120.0, description="Backend call limit when no deadline is set.")
     default_max_tokens: int = Field(384, description="max_tokens when the session sets none.")
     default_temperature: float = Field(0.0, description="0 = greedy.")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from worldserve.cli.demo import ACTIONS
 from worldserve.dev.services import free_port, port_open
 
 pytestmark = pytest.mark.integration
@@ -41,12 +42,15 @@ def test_up_demo_and_ctrl_c(tmp_path: Path, redis_url: str, database_url: str) -
         demo = subprocess.run([str(BIN), "demo"], env=env, capture_output=True, text=True,
                               timeout=300)
         assert demo.returncode == 0, demo.stdout + demo.stderr
-        for n in (1, 2, 3):
+        for n in range(1, len(ACTIONS) + 1):
             assert f"Turn {n}" in demo.stdout
-        summary = re.search(r"(\d+) turns simulated, (\d+) with a non-empty observation",
-                            demo.stdout)
+        summary = re.search(r"(\d+) of (\d+) turns exact", demo.stdout)
         assert summary is not None, demo.stdout
-        assert int(summary.group(1)) == 6 and int(summary.group(2)) >= 3, demo.stdout
+        assert int(summary.group(2)) == len(ACTIONS), demo.stdout
+        # every turn is marked, and the injected fault was announced on its turn
+        marks = demo.stdout.count("✓ exact") + demo.stdout.count("✗ not exact")
+        assert marks == len(ACTIONS), demo.stdout
+        assert "injected fault: permission_denied" in demo.stdout, demo.stdout
     finally:
         up.send_signal(signal.SIGINT)
         up.wait(60)

@@ -14,6 +14,7 @@ import redis
 from tests.conftest import OTHER_KEY, TEST_KEY
 from tests.integration.backends import EchoBackend
 from tests.integration.helpers import auth, code_of, running_gateway, stub_for
+from worldserve.domains.modelcard import ALL_DOMAINS
 from worldserve.gateway.server import Gateway
 from worldserve.settings import Settings
 from worldserve.v1 import simulator_pb2 as pb
@@ -28,7 +29,7 @@ async def echo(key_prefix: str, redis_url: str
                ) -> AsyncIterator[tuple[pb_grpc.SimulatorStub, EchoBackend, Gateway]]:
     backend = EchoBackend()
     settings = Settings(gateway_port=0, key_prefix=key_prefix, dev_api_key=TEST_KEY,
-                        max_sessions_per_tenant=10_000)
+                        max_sessions_per_tenant=10_000, model_domains=list(ALL_DOMAINS))
     async with running_gateway(settings, redis_url, backend) as gw, stub_for(gw) as stub:
         yield stub, backend, gw
 

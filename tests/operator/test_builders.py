@@ -106,6 +106,21 @@ def test_traffic_weights_and_aliases() -> None:
     assert traffic_weights(one) == {"a": 0, "b": 30}
 
 
+def test_declared_domains_reach_the_registry_entry() -> None:
+    spec = parse_worldmodel("m", example("qwen-agentworld-397b-a17b")["spec"])
+    entries = builders.registry_entries(spec, "models", "", traffic_weights(spec))
+    assert entries["m@v1"]["domains"] == ["MCP", "SEARCH", "TERMINAL", "SWE", "WEB", "OS",
+                                          "ANDROID"]
+    tiny = parse_worldmodel("t", {"domains": ["terminal", "MCP"], "versions": [
+        {"name": "a", "storageUri": "s3://x"},
+        {"name": "b", "storageUri": "s3://y", "domains": ["TERMINAL"]}]})
+    entries = builders.registry_entries(tiny, "ns", "", {"a": 100})
+    assert entries["t@a"]["domains"] == ["TERMINAL", "MCP"]
+    assert entries["t@b"]["domains"] == ["TERMINAL"]
+    bare = parse_worldmodel("u", {"versions": [{"name": "a", "storageUri": "s3://x"}]})
+    assert "domains" not in builders.registry_entries(bare, "ns", "", {"a": 100})["u@a"]
+
+
 @pytest.mark.parametrize("spec, problem", [
     ({"versions": []}, "at least one"),
     ({"versions": [{"name": "a", "storageUri": "s3://x"}] * 2}, "unique"),
@@ -115,6 +130,7 @@ def test_traffic_weights_and_aliases() -> None:
                     "resources": {"gpus": 2}}]}, "tensorParallelSize"),
     ({"versions": [{"name": "a", "storageUri": "s3://x", "autoscaling": {"signal": "queue-depth"}}]},
      "prometheusAddress"),
+    ({"versions": [{"name": "a", "storageUri": "s3://x"}], "domains": ["CHESS"]}, "unknown domain"),
 ])
 def test_specs_the_schema_cannot_reject(spec: dict[str, Any], problem: str) -> None:
     with pytest.raises(SpecError, match=problem):

@@ -6,7 +6,7 @@ import worldserve.sdk as sdk
 def test_public_surface_is_exactly_what_is_meant() -> None:
     assert set(sdk.__all__) == {
         "Aborted", "AsyncClient", "BatchItem", "BatchStep", "Client", "DeadlineExceeded", "Export",
-        "FaultPolicy", "InternalError", "InvalidArgument",
+        "FailedPrecondition", "FaultPolicy", "InternalError", "InvalidArgument",
         "NotFound", "ObservationDelta", "PermissionDenied", "ReasoningDelta",
         "ResourceExhausted", "Restart", "SessionInfo", "StepResult", "StreamEvent", "Turn",
         "Unauthenticated", "Unavailable", "Unimplemented", "Usage", "WorldserveError", "tls_credentials",

@@ -1,66 +1,137 @@
-"""The scripted Terminal episode that `worldserve demo` streams through the SDK."""
+"""The scripted Terminal episode that `worldserve demo` streams through the SDK, checked against
+a real shell.
+
+Every command also runs in a real throw-away sandbox (``training/shell.py``) holding the files
+the initial state describes — an injected fault is provoked there for real too — so each turn is
+marked exact or not, a wrong prediction is shown above what bash really printed, and the run
+ends with "N of M turns exact". The episode writes a file in one turn and reads it in a later
+one, and one turn carries an injected fault.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from worldserve.sdk import Client, ObservationDelta, ReasoningDelta, Restart, StepResult
-
-INITIAL_STATE = (
-    "Working directory /tmp/worldserve-sandbox/home/agent contains: notes.txt, todo.md\n"
-    "--- notes.txt ---\nalpha beta\nerror config\n--- todo.md ---\nreport done"
+from worldserve.sdk import (
+    Client,
+    FaultPolicy,
+    ObservationDelta,
+    ReasoningDelta,
+    Restart,
+    StepResult,
 )
-TASK = "Inspect the files in the working directory and summarise them."
+from worldserve.training.shell import Sandbox
+
+FILES = {
+    "notes.txt": "meeting with ravel at noon\nerror budget is low\nship the parser\n",
+    "todo.md": "fix login bug\nwrite release notes\n",
+}
+TASK = "Inspect the files in the working directory and keep a reminder."
 ACTIONS = [
     "ls",
     "cat notes.txt",
+    "echo call the plumber > reminder.txt",
+    "grep -n error notes.txt",
+    "cat reminder.txt",
     "wc -l notes.txt",
-    "pwd",
-    "cat missing.txt",
-    'python3 -c "print(6*7)"',
+    "cat todo.md",
 ]
+FAULT_TURN = 7  # `cat todo.md` meets an injected permission_denied
+FAULT = FaultPolicy(kinds=("permission_denied",), turns=(FAULT_TURN,))
+
+
+@dataclass(frozen=True)
+class CheckedTurn:
+    result: StepResult
+    real: str
+
+    @property
+    def exact(self) -> bool:
+        return self.result.observation.strip() == self.real.strip()
+
+
+def initial_state(cwd: Path, files: dict[str, str]) -> str:
+    """The state as the training data describes a directory: listing, then each file."""
+    shown = "\n".join(f"--- {name} ---\n{content.rstrip()}" for name, content in
+                      sorted(files.items()))
+    return f"Working directory {cwd} contains: {', '.join(sorted(files))}\n{shown}"
+
+
+def make_sandbox() -> Sandbox:
+    root = Path(tempfile.mkdtemp(prefix="worldserve-demo-"))
+    os.chmod(root, 0o755)  # the sandbox user must reach the working directory
+    sandbox = Sandbox(root, root / "home" / "agent")
+    sandbox.reset(FILES)
+    return sandbox
+
+
+def _stream(client: Client, console: Console, session_id: str, action: str, turn: int
+            ) -> StepResult:
+    in_observation = False
+    result = None
+    for event in client.stream_step(session_id, action, expected_turn=turn):
+        if isinstance(event, ReasoningDelta):
+            console.print(Text(event.text, style="dim italic"), end="")
+        elif isinstance(event, ObservationDelta):
+            if not in_observation:
+                console.print()
+                in_observation = True
+            console.print(Text(event.text, style="bold green"), end="")
+        elif isinstance(event, Restart):
+            console.print(Text(f"\n[model retried: {event.reason}]", style="yellow"))
+            in_observation = False
+        else:
+            result = event
+    assert result is not None
+    if not result.observation:
+        console.print(Text("(no output)", style="dim"), end="")
+    console.print()
+    return result
 
 
 def run_episode(client: Client, console: Console, actions: list[str] | None = None,
-                on_turn: Callable[[StepResult], None] | None = None) -> list[StepResult]:
-    session = client.create_session("TERMINAL", task_instruction=TASK,
-                                    initial_state=INITIAL_STATE, seed=7, labels={"demo": "1"})
-    console.print(f"[bold]session[/] {session.session_id} · model {session.model_version}")
-    console.print(Panel(INITIAL_STATE, title="initial state", expand=False))
-    results = []
-    for number, action in enumerate(actions or ACTIONS, start=1):
-        console.rule(f"Turn {number}")
-        console.print(Text("$ " + action, style="bold cyan"))
-        in_observation = False
-        result = None
-        for event in client.stream_step(session.session_id, action, expected_turn=number - 1):
-            if isinstance(event, ReasoningDelta):
-                console.print(Text(event.text, style="dim italic"), end="")
-            elif isinstance(event, ObservationDelta):
-                if not in_observation:
-                    console.print()
-                    in_observation = True
-                console.print(Text(event.text, style="bold green"), end="")
-            elif isinstance(event, Restart):
-                console.print(Text(f"\n[model retried: {event.reason}]", style="yellow"))
-                in_observation = False
+                on_turn: Callable[[CheckedTurn], None] | None = None) -> list[CheckedTurn]:
+    sandbox = make_sandbox()
+    try:
+        state = initial_state(sandbox.cwd, FILES)
+        session = client.create_session("TERMINAL", task_instruction=TASK, initial_state=state,
+                                        seed=7, faults=FAULT, labels={"demo": "1"})
+        console.print(f"[bold]session[/] {session.session_id} · model {session.model_version}")
+        console.print(Panel(state, title="initial state", expand=False))
+        checked = []
+        for number, action in enumerate(actions or ACTIONS, start=1):
+            console.rule(f"Turn {number}")
+            console.print(Text("$ " + action, style="bold cyan"))
+            result = _stream(client, console, session.session_id, action, number - 1)
+            turn = CheckedTurn(result, sandbox.run(action, result.fault_kind))
+            u = result.usage
+            fault = f" · injected fault: {result.fault_kind}" if result.fault_kind else ""
+            console.print(Text(f"turn {result.turn} · {u.input_tokens} in / {u.output_tokens} "
+                               f"out ({u.reasoning_tokens} reasoning) · {result.finish_reason}"
+                               f"{fault}", style="dim"))
+            if turn.exact:
+                console.print(Text("✓ exact: bash printed the same", style="green"))
             else:
-                result = event
-        if result is not None and not result.observation:
-            console.print(Text("(no output)", style="dim"), end="")
-        console.print()
-        assert result is not None
-        u = result.usage
-        console.print(Text(f"turn {result.turn} · {u.input_tokens} in / {u.output_tokens} out "
-                           f"({u.reasoning_tokens} reasoning) · {result.finish_reason}",
-                           style="dim"))
-        results.append(result)
-        if on_turn:
-            on_turn(result)
-    turns = client.close_session(session.session_id)
-    console.print(f"[bold]closed[/] session with {turns} turns")
-    return results
+                console.print(Text("✗ not exact; bash really printed:", style="red"))
+                console.print(Text(turn.real or "(no output)", style="yellow"))
+            checked.append(turn)
+            if on_turn:
+                on_turn(turn)
+        turns = client.close_session(session.session_id)
+        console.print(f"[bold]closed[/] session with {turns} turns")
+        return checked
+    finally:
+        shutil.rmtree(sandbox.root, ignore_errors=True)
+
+
+def summary(checked: list[CheckedTurn]) -> str:
+    return f"{sum(t.exact for t in checked)} of {len(checked)} turns exact"

@@ -106,8 +106,9 @@ def demo(
     api_key: str = typer.Option("", envvar="WORLDSERVE_DEV_API_KEY", help="Bearer key."),
     state_dir: Path = typer.Option(STATE_DIR, help="Where bundled services keep data."),
 ) -> None:
-    """Run a scripted Terminal episode through the SDK, streaming each turn."""
-    from worldserve.cli.demo import run_episode
+    """Run a scripted Terminal episode through the SDK, streaming each turn, and check every
+    prediction against a real shell running the same commands."""
+    from worldserve.cli.demo import run_episode, summary
     from worldserve.sdk import Client, WorldserveError
 
     settings = Settings()
@@ -119,10 +120,8 @@ def demo(
     address = target or f"{settings.gateway_host}:{settings.gateway_port}"
     try:
         with Client(address, api_key=key) as client:
-            results = run_episode(client, console)
-        filled = sum(bool(r.observation.strip()) for r in results)
-        console.print(f"[bold]{len(results)} turns simulated, {filled} with a non-empty "
-                      "observation[/]")
+            checked = run_episode(client, console)
+        console.print(f"[bold]{summary(checked)}[/] (each prediction against what bash printed)")
     except WorldserveError as exc:
         console.print(f"[red]demo failed:[/] {type(exc).__name__}: {exc}")
         raise typer.Exit(1) from exc

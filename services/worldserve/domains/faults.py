@@ -36,8 +36,9 @@ DOMAIN_KINDS: dict[Domain, tuple[str, ...]] = {
                  "stale_data", "network_unreachable"),
     Domain.SEARCH: ("timeout", "http_500", "http_429", "truncated_output", "stale_data",
                     "network_unreachable"),
-    Domain.TERMINAL: ("timeout", "permission_denied", "truncated_output", "stale_data",
-                      "network_unreachable"),
+    # What the default model was trained on, each from real failing executions
+    # (worldserve.training.shell): a shell has no "stale" answer to provoke.
+    Domain.TERMINAL: ("timeout", "permission_denied", "truncated_output", "network_unreachable"),
     Domain.SWE: ("timeout", "permission_denied", "truncated_output", "network_unreachable"),
     Domain.WEB: ("timeout", "http_500", "http_429", "permission_denied", "truncated_output",
                  "stale_data", "network_unreachable"),

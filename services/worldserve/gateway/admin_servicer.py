@@ -19,9 +19,11 @@ Ctx: TypeAlias = grpc.aio.ServicerContext
 
 class AdminServicer(pb_grpc.AdminServicer):
     def __init__(self, repo: Repository | None,
-                 models: Callable[[], list[tuple[str, list[str]]]]) -> None:
+                 models: Callable[[], list[tuple[str, list[str]]]],
+                 domains: Callable[[str], tuple[str, ...]] = lambda _label: ()) -> None:
         self._repo = repo
         self._models = models
+        self._domains = domains
 
     @property
     def repo(self) -> Repository:
@@ -74,5 +76,6 @@ class AdminServicer(pb_grpc.AdminServicer):
 
     async def ListModels(self, request: pb.ListModelsRequest, context: Ctx
                          ) -> pb.ListModelsResponse:
-        return pb.ListModelsResponse(models=[pb.Model(version=v, aliases=a)
+        return pb.ListModelsResponse(models=[pb.Model(version=v, aliases=a,
+                                                      domains=self._domains(v))
                                              for v, a in self._models()])

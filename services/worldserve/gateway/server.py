@@ -24,6 +24,7 @@ from worldserve.backends.checkpoint import load_chat_template
 from worldserve.backends.replicas import ReplicaSet
 from worldserve.backends.triton import TritonBackend
 from worldserve.db.repository import Repository, create_engine
+from worldserve.domains import modelcard
 from worldserve.gateway.admin_servicer import AdminServicer
 from worldserve.gateway.interceptors import (
     AuthInterceptor,
@@ -164,7 +165,9 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
                                   load_floor=settings.replica_load_floor)
                        if settings.triton_replicas
                        else TritonBackend(settings.triton_url, settings.model_name))
-        router = StaticRouter(settings.model_version_label, backend, template)
+        domains = (modelcard.normalize_domains(settings.model_domains)
+                   if settings.model_domains else modelcard.read(settings.model_dir).domains)
+        router = StaticRouter(settings.model_version_label, backend, template, domains)
     repo = Repository(create_engine(database_url)) if database_url else None
     if directory is None:
         directory = (DatabaseDirectory(repo, deployment_defaults(settings),
@@ -177,7 +180,7 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)],
     )
     simulator_pb2_grpc.add_SimulatorServicer_to_server(SimulatorServicer(simulator), server)
-    admin = AdminServicer(repo, router.models)
+    admin = AdminServicer(repo, router.models, router.domains)
     admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

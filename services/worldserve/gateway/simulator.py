@@ -23,6 +23,7 @@ from worldserve.domains.rendering import PastTurn, PromptInput, build_messages, 
 from worldserve.domains.templates import Domain, system_prompt
 from worldserve.errors import (
     Aborted,
+    FailedPrecondition,
     InvalidArgument,
     ModelOutputError,
     NotFound,
@@ -146,6 +147,11 @@ class Simulator:
     async def create_session(self, tenant: str, new: NewSession) -> SessionRecord:
         sampling = self._validate_new(new)
         version = self.router.resolve(new.model)  # aliases and weights resolved once, now
+        served = self.router.domains(version)
+        if new.domain not in served:
+            raise FailedPrecondition(
+                f"model {version} does not simulate {new.domain}; it serves "
+                f"{', '.join(served)} (see ListModels)")
         limits = await self.directory.limits(tenant)
         check_allowed(limits, tenant, version, new.model, new.domain)
         ttl = new.ttl_seconds or self.settings.session_ttl_s

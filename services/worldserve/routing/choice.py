@@ -10,6 +10,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from worldserve.domains.modelcard import ALL_DOMAINS, normalize_domains
 from worldserve.errors import NotFound
 
 
@@ -24,13 +25,15 @@ class Entry:
     state: str = "serving"  # serving | draining
     chat_template: str = ""
     replicas: tuple[str, ...] = ()  # per-replica endpoints, when the registry lists them
+    domains: tuple[str, ...] = ALL_DOMAINS  # what the version simulates (its model card)
 
     @classmethod
     def from_dict(cls, label: str, raw: dict[str, Any]) -> Entry:
         return cls(label, str(raw["model"]), str(raw["version"]), str(raw["endpoint"]),
                    str(raw.get("triton_model") or "worldmodel"), int(raw.get("weight", 0)),
                    str(raw.get("state", "serving")), str(raw.get("chat_template") or ""),
-                   tuple(str(e) for e in raw.get("endpoints") or ()))
+                   tuple(str(e) for e in raw.get("endpoints") or ()),
+                   normalize_domains(raw.get("domains")))
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from typing import Protocol
 import redis.asyncio as aioredis
 
 from worldserve.backends.base import Backend
+from worldserve.domains.modelcard import ALL_DOMAINS
 from worldserve.errors import BackendUnavailable, NotFound
 from worldserve.routing.choice import Entry, View, choose
 
@@ -28,16 +29,19 @@ class Router(Protocol):
     def resolve(self, requested: str, default_model: str = "") -> str: ...
     def target(self, label: str) -> tuple[Backend, str]: ...
     def models(self) -> list[tuple[str, list[str]]]: ...
+    def domains(self, label: str) -> tuple[str, ...]: ...
     async def start(self) -> None: ...
     async def ready(self) -> bool: ...
     async def aclose(self) -> None: ...
 
 
 class StaticRouter:
-    def __init__(self, label: str, backend: Backend, chat_template: str) -> None:
+    def __init__(self, label: str, backend: Backend, chat_template: str,
+                 domains: tuple[str, ...] = ALL_DOMAINS) -> None:
         self.label = label
         self.backend = backend
         self.chat_template = chat_template
+        self._domains = domains
 
     def resolve(self, requested: str, default_model: str = "") -> str:
         name = self.label.split("@", 1)[0]
@@ -50,6 +54,9 @@ class StaticRouter:
 
     def models(self) -> list[tuple[str, list[str]]]:
         return [(self.label, ["stable", self.label.split("@", 1)[0]])]
+
+    def domains(self, label: str) -> tuple[str, ...]:
+        return self._domains
 
     async def start(self) -> None:
         pass
@@ -135,6 +142,10 @@ class RegistryRouter:
         for alias, label in self.view.aliases.items():
             aliases.setdefault(label, []).append(alias)
         return [(label, sorted(aliases.get(label, []))) for label in sorted(self.view.entries)]
+
+    def domains(self, label: str) -> tuple[str, ...]:
+        entry = self.view.entries.get(label)
+        return entry.domains if entry is not None else ALL_DOMAINS
 
     async def ready(self) -> bool:
         """Some serving version's backend answers Triton ServerReady/ModelReady. Probing also

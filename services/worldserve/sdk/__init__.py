@@ -3,6 +3,7 @@
 from worldserve.errors import (
     Aborted,
     DeadlineExceeded,
+    FailedPrecondition,
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -36,6 +37,7 @@ __all__ = [
     "Client",
     "DeadlineExceeded",
     "Export",
+    "FailedPrecondition",
     "FaultPolicy",
     "InternalError",
     "InvalidArgument",

@@ -39,6 +39,7 @@ _BY_CODE: dict[grpc.StatusCode, type[errors.WorldserveError]] = {
     grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
     grpc.StatusCode.NOT_FOUND: errors.NotFound,
     grpc.StatusCode.ABORTED: errors.Aborted,
+    grpc.StatusCode.FAILED_PRECONDITION: errors.FailedPrecondition,
     grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhausted,
     grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineExceeded,

@@ -1,83 +1,191 @@
-"""Play episodes against the real sandbox and tools; turn each step into a training sample.
+"""Play episodes against the real sandbox and tool server; write them as JSONL.
 
-A sample is the exact prompt the gateway would render for that step (same templates, same
-history window) plus the target answer: a short reasoning block and the real observation.
+An episode is what a session would hold: domain, task, initial state, then turns of (action,
+real observation, a short reasoning line, command kind, fault kind). The last turn of about one
+episode in four carries a fault, realised for real and paired with exactly the control
+instruction the gateway sends for it (``domains/faults.py``). ``sequence.py`` turns an episode
+into the prompt the gateway renders and the answers the model must give.
+
+Collection runs in worker processes (each with its own sandbox directory and tool server) and
+appends to the output file as it goes, so a rerun continues where a killed one stopped.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import random
+import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
-from worldserve.domains.rendering import OBS_CLOSE, OBS_OPEN, PastTurn, PromptInput, build_messages
-from worldserve.domains.templates import Domain, system_prompt
-from worldserve.training.mcp_tools import ToolBox
-from worldserve.training.terminal import TerminalEpisode
+from worldserve.domains.faults import DOMAIN_KINDS
+from worldserve.domains.templates import Domain
+from worldserve.training import terminal
+from worldserve.training.mcp_tools import McpEpisode, ToolServer
+from worldserve.training.shell import Sandbox
+from worldserve.training.words import Vocab
 
+SANDBOX_ROOT = Path("/tmp/worldserve-sandbox")
+MAX_TURNS = 8  # with the gateway's window 4 / stride 4, turns 1–8 are all shown verbatim
+FAULT_RATE = 0.25
 TERMINAL_TASKS = [
     "Inspect the files in the working directory and summarise them.",
-    "Create a backup of the notes and count the lines in every file.",
-    "Find which files mention an error and clean up the directory.",
+    "Tidy the directory and count the lines in every file.",
+    "Find which files mention a given word and keep a copy of them.",
     "Set up a small project layout and record progress in a todo file.",
+    "Check the data files and fix what is wrong.",
+    "",
 ]
 MCP_TASKS = [
-    "Use the tools to compute a budget and remember the results.",
-    "Store a few settings in the key-value store and read them back.",
-    "Take notes while converting some measurements.",
+    "Use the tools to record the items and read them back.",
+    "Keep the records up to date with the tools.",
+    "Look up what was stored and clean up the rest.",
+    "",
 ]
 
 
-@dataclass(frozen=True)
-class Sample:
-    domain: str
-    episode: int
-    turn: int
-    messages: list[dict[str, str]]
-    target: str
-    observation: str
-    # Everything an AgentWorldBench-style record needs.
+@dataclass
+class Turn:
     action: str
+    observation: str
+    reasoning: str
+    kind: str
+    fault: str = ""
+    normal: str = ""  # truncated_output turns: the output before it was cut
 
 
-def target_text(reasoning: str, observation: str) -> str:
-    return f"<think>\n{reasoning}\n</think>\n\n{OBS_OPEN}\n{observation}\n{OBS_CLOSE}"
+@dataclass
+class Episode:
+    domain: str
+    split: str
+    index: int
+    task: str
+    initial_state: str
+    turns: list[Turn] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, line: str) -> Episode:
+        raw = json.loads(line)
+        raw["turns"] = [Turn(**t) for t in raw["turns"]]
+        return cls(**raw)
 
 
-def _episode(domain: Domain, index: int, rng: random.Random, turns: int, window: int
-             ) -> Iterator[Sample]:
-    if domain is Domain.TERMINAL:
-        env: TerminalEpisode | ToolBox = TerminalEpisode(rng)
-        initial = env.setup()  # type: ignore[union-attr]
-        task = rng.choice(TERMINAL_TASKS)
-        step = env.next_command  # type: ignore[union-attr]
-    else:
-        env = ToolBox(rng)
-        initial = env.describe()
-        task = rng.choice(MCP_TASKS)
-        step = env.next_call
-    history: list[PastTurn] = []
+def terminal_sandbox(worker: int, rng: random.Random, vocab: Vocab) -> Sandbox:
+    """A sandbox whose working directory has a varied, realistic-looking path."""
+    root = SANDBOX_ROOT / f"p{os.getpid()}w{worker}"  # one per process: collectors may overlap
+    user = vocab.stem().lower()
+    cwd = rng.choice([root / "home" / user, root / "home" / user / vocab.stem(),
+                      root / "srv" / vocab.stem(), root / "work" / user])
+    return Sandbox(root, cwd)
+
+
+def terminal_episode(index: int, rng: random.Random, vocab: Vocab, worker: int, turns: int,
+                     fault_rate: float = FAULT_RATE) -> Episode:
+    env = terminal.TerminalEpisode(rng, vocab, terminal_sandbox(worker, rng, vocab))
+    ep = Episode(Domain.TERMINAL.value, vocab.split, index, rng.choice(TERMINAL_TASKS),
+                 env.setup())
+    fault = ""
+    allowed = [k for k in DOMAIN_KINDS[Domain.TERMINAL] if k in terminal.FAULT_KINDS]
+    if allowed and rng.random() < fault_rate:
+        fault = rng.choice(allowed)
     for t in range(turns):
-        action, why = step()
-        observation = env.run(action)
-        prompt = PromptInput(system_prompt(domain), task, initial, history, action)
-        yield Sample(domain.value, index, t + 1, build_messages(prompt, window),
-                     target_text(why, observation), observation, action)
-        history.append(PastTurn(action, observation))
+        last = t == turns - 1
+        kind = rng.choice(terminal.FAULT_KINDS[fault]) if last and fault else None
+        cmd = env.next_command(kind)
+        f = fault if last else ""
+        ep.turns.append(Turn(cmd.text, env.run(cmd, f), cmd.reasoning, cmd.kind, f,
+                             env.box.last_full if f == "truncated_output" else ""))
+    return ep
 
 
-def collect(episodes: int, seed: int, window: int, max_turns: int = 8) -> list[Sample]:
-    """``episodes`` episodes, alternating Terminal (2 of 3) and MCP (1 of 3)."""
-    rng = random.Random(seed)
-    samples: list[Sample] = []
-    for index in range(episodes):
-        domain = Domain.MCP if index % 3 == 2 else Domain.TERMINAL
-        samples.extend(_episode(domain, index, rng, rng.randint(2, max_turns), window))
-    return samples
+def mcp_episode(index: int, rng: random.Random, vocab: Vocab, server: ToolServer, turns: int,
+                fault_rate: float = FAULT_RATE) -> Episode:
+    env = McpEpisode(rng, vocab, server)
+    ep = Episode(Domain.MCP.value, vocab.split, index, rng.choice(MCP_TASKS), env.setup())
+    fault = rng.choice(DOMAIN_KINDS[Domain.MCP]) if rng.random() < fault_rate else ""
+    for t in range(turns):
+        last = t == turns - 1
+        action, kind, why = env.next_call()
+        f = fault if last else ""
+        ep.turns.append(Turn(action, env.run(action, f), why, kind, f))
+    return ep
 
 
-def write_jsonl(samples: list[Sample], path: str) -> None:
-    with open(path, "w") as fh:
-        for s in samples:
-            fh.write(json.dumps(asdict(s)) + "\n")
+def _episodes(worker: int, workers: int, count: int, seed: int, split: str,
+              first: int) -> Iterator[Episode]:
+    server = ToolServer()
+    try:
+        for index in range(first, count, workers):
+            rng = random.Random(f"{seed}:{split}:{index}")
+            vocab = Vocab(rng, split)
+            turns = rng.randint(2, MAX_TURNS)
+            if index % 3 == 2:
+                yield mcp_episode(index, rng, vocab, server, turns)
+            else:
+                yield terminal_episode(index, rng, vocab, worker, turns)
+    finally:
+        server.close()
+
+
+def _work(args: tuple[int, int, int, int, str, int, str]) -> int:
+    worker, workers, count, seed, split, first, path = args
+    n = 0
+    with open(f"{path}.part{worker}", "a") as fh:
+        for ep in _episodes(worker, workers, count, seed, split, first):
+            fh.write(json.dumps(asdict(ep)) + "\n")
+            fh.flush()
+            n += 1
+    return n
+
+
+def collect(path: Path, count: int, seed: int, split: str = "train",
+            workers: int = 2, progress: bool = True) -> list[Episode]:
+    """``count`` episodes in ``path`` (JSONL, ordered by index); resumes a partial run."""
+    if path.exists():
+        have = [Episode.from_json(line) for line in path.open()]
+        if len(have) >= count:
+            return have[:count]
+    parts = [Path(f"{path}.part{w}") for w in range(workers)]
+    done: dict[int, Episode] = {}
+    for part in parts:
+        if part.exists():
+            for line in part.open():
+                try:
+                    ep = Episode.from_json(line)
+                except (json.JSONDecodeError, TypeError):
+                    continue  # a line cut off by a crash
+                done[ep.index] = ep
+            part.write_text("".join(json.dumps(asdict(done[i])) + "\n" for i in sorted(done)
+                                    if i % workers == parts.index(part)))
+    # Each worker takes every workers-th index; it resumes after the last one it wrote.
+    t0 = time.time()
+    jobs = []
+    for w in range(workers):
+        mine = [i for i in done if i % workers == w]
+        first = max(mine) + workers if mine else w
+        jobs.append((w, workers, count, seed, split, first, str(path)))
+    if progress:
+        print(f"collecting {count - len(done)} {split} episodes ({len(done)} kept)", flush=True)
+    if workers == 1:
+        _work(jobs[0])
+    else:
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(workers) as pool:
+            pool.map(_work, jobs)
+    episodes: dict[int, Episode] = {}
+    for part in parts:
+        for line in part.open():
+            ep = Episode.from_json(line)
+            episodes[ep.index] = ep
+    ordered = [episodes[i] for i in sorted(episodes)][:count]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(asdict(e)) + "\n" for e in ordered))
+    os.replace(tmp, path)
+    for part in parts:
+        part.unlink()
+    if progress:
+        print(f"collected {len(ordered)} {split} episodes in {time.time() - t0:.0f}s", flush=True)
+    return ordered

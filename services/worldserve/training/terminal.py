@@ -1,124 +1,343 @@
-"""A throw-away bash sandbox whose real outputs become Terminal training targets.
+"""Terminal episodes: the commands agents really use, run for real in a sandbox.
 
-Each episode gets a fresh directory at a fixed path (so `pwd` is stable across episodes); commands
-really run in bash there, with a small time limit and a scrubbed environment.
+An episode starts from a directory of a few files and folders with random names and contents
+(drawn from one vocabulary split, see ``words.py``), described in the initial state the way a
+user would describe it; each step picks a command over what is *now* in the directory (so later
+turns read what earlier ones wrote, and removed files are gone) and records bash's real output.
 """
 
 from __future__ import annotations
 
 import random
-import shutil
-import subprocess
-from dataclasses import dataclass, field
+import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
-SANDBOX = Path("/tmp/worldserve-sandbox/home/agent")
+from worldserve.training.shell import Sandbox
+from worldserve.training.words import Vocab
 
-WORDS = [
-    "alpha", "beta", "gamma", "delta", "apple", "banana", "cherry", "river", "stone", "cloud",
-    "north", "south", "red", "blue", "green", "seven", "error", "ok", "todo", "done", "log",
-    "data", "cat", "dog", "report", "user", "admin", "config", "value", "test",
-]
-FILE_STEMS = ["notes", "todo", "data", "log", "report", "readme", "config", "users", "list"]
-EXTS = [".txt", ".md", ".csv", ".log"]
-DIRS = ["src", "docs", "tmp", "backup", "out", "logs", "data_dir", "build"]
-TYPOS = {"ls": ["lss", "sl", "lls"], "cat": ["cta", "caat"], "echo": ["ehco", "ecoh"],
-         "grep": ["gerp", "grpe"], "mkdir": ["mkdri", "mdkir"], "wc": ["wcc"]}
+# Command kinds by the category the held-out report groups them in.
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "listing": ("ls", "ls_dir", "ls_a", "find"),
+    "reading": ("cat", "cat_two", "head", "tail"),
+    "counting": ("wc", "wc_two", "grep_c", "pipe_wc"),
+    "searching": ("grep", "grep_n", "grep_i", "grep_v"),
+    "transforming": ("sort", "uniq_c", "cut", "tr", "sed", "awk", "pipe_grep"),
+    "arithmetic": ("python_arith", "python_str", "shell_arith", "echo"),
+    "writing": ("echo_new", "echo_append", "printf_new", "mkdir", "cp", "mv", "rm", "touch"),
+    "errors": ("missing", "typo", "cat_dir", "mkdir_exists"),
+    "other": ("pwd",),
+}
+KIND_CATEGORY = {k: c for c, kinds in CATEGORIES.items() for k in kinds}
+_WEIGHTS = {"ls": 5, "ls_dir": 2, "ls_a": 1, "find": 2, "cat": 7, "cat_two": 2, "head": 2,
+            "tail": 2, "wc": 3, "wc_two": 1, "grep_c": 1, "pipe_wc": 1, "grep": 3, "grep_n": 2,
+            "grep_i": 1, "grep_v": 1, "sort": 2, "uniq_c": 1, "cut": 1, "tr": 1, "sed": 2,
+            "awk": 1, "pipe_grep": 1, "python_arith": 2, "python_str": 1, "shell_arith": 1,
+            "echo": 1, "echo_new": 4, "echo_append": 3, "printf_new": 1, "mkdir": 2, "cp": 2,
+            "mv": 2, "rm": 2, "touch": 1, "missing": 2, "typo": 1, "cat_dir": 1,
+            "mkdir_exists": 1, "pwd": 1}
+TYPOS = {"ls": ["lss", "sl", "lls"], "cat": ["cta", "caat", "car"], "grep": ["gerp", "grpe"],
+         "echo": ["ehco", "ecoh"], "mkdir": ["mkdri", "mkidr"], "wc": ["wcc", "cw"],
+         "head": ["haed", "hed"], "sort": ["srot", "sotr"], "python3": ["pyhton3", "pytohn3"]}
+# Commands whose real output shows each fault (the fault is drawn only where it can show).
+FAULT_KINDS = {
+    "permission_denied": ("ls", "ls_dir", "cat", "cat_two", "head", "tail", "wc", "grep",
+                          "grep_n", "sort", "echo_new", "echo_append", "cp", "rm", "touch"),
+    "timeout": ("ls", "cat", "head", "tail", "wc", "grep", "grep_n", "sort", "find",
+                "python_arith"),
+    "truncated_output": ("cat", "cat_two", "ls", "find", "grep_n", "sort"),
+    "network_unreachable": ("net",),
+}
 
 
-@dataclass
+@dataclass(frozen=True)
+class Command:
+    text: str
+    kind: str
+    reasoning: str
+
+
+def _q(name: str) -> str:
+    return shlex.quote(name)
+
+
 class TerminalEpisode:
-    rng: random.Random
-    files: dict[str, str] = field(default_factory=dict)
-    dirs: set[str] = field(default_factory=set)
+    """One episode in ``sandbox``; names and contents from ``vocab``."""
+
+    def __init__(self, rng: random.Random, vocab: Vocab, sandbox: Sandbox) -> None:
+        self.rng, self.v, self.box = rng, vocab, sandbox
+        self.files: dict[str, str] = {}
+        self.dirs: list[str] = []
+        self.recent: list[str] = []  # files written by this episode's commands, newest last
 
     def setup(self) -> str:
-        """Create the sandbox with a few small files; returns the initial-state text."""
-        if SANDBOX.exists():
-            shutil.rmtree(SANDBOX)
-        SANDBOX.mkdir(parents=True)
-        for _ in range(self.rng.randint(1, 3)):
-            name = self._new_file_name()
-            lines = [self._phrase() for _ in range(self.rng.randint(1, 3))]
-            content = "\n".join(lines) + "\n"
-            (SANDBOX / name).write_text(content)
-            self.files[name] = content
-        listing = ", ".join(sorted(self.files))
-        shown = "\n".join(f"--- {n} ---\n{c.rstrip()}" for n, c in sorted(self.files.items()))
-        return f"Working directory {SANDBOX} contains: {listing}\n{shown}"
-
-    def _phrase(self) -> str:
-        return " ".join(self.rng.choice(WORDS) for _ in range(self.rng.randint(1, 4)))
-
-    def _new_file_name(self) -> str:
-        while True:
-            name = self.rng.choice(FILE_STEMS) + self.rng.choice(EXTS)
-            if name not in self.files:
-                return name
-
-    def _any_file(self) -> str:
-        if self.files and self.rng.random() < 0.85:
-            return self.rng.choice(sorted(self.files))
-        return self._new_file_name()  # a missing file: real error output
-
-    def next_command(self) -> tuple[str, str]:
-        """A command and a short reasoning line that a world model could write before answering."""
-        r = self.rng
-        kind = r.choice([
-            "ls", "ls", "cat", "cat", "echo_new", "echo_append", "echo", "mkdir", "wc", "grep",
-            "python", "typo", "pwd", "head", "touch", "rm", "ls_dir",
-        ])
-        f = self._any_file()
-        if kind == "ls":
-            return r.choice(["ls", "ls -1"]), "ls lists the files in the working directory."
-        if kind == "cat":
-            return f"cat {f}", f"cat prints {f} if it exists, else an error."
-        if kind == "echo_new":
-            name = self._new_file_name()
-            return f"echo {self._phrase()} > {name}", f"Redirecting creates {name}; no output."
-        if kind == "echo_append":
-            return f"echo {self._phrase()} >> {f}", f"Appending to {f} prints nothing."
-        if kind == "echo":
-            return f"echo {self._phrase()}", "echo prints its arguments."
-        if kind == "mkdir":
-            d = r.choice(DIRS)
-            return f"mkdir {d}", f"mkdir creates {d}, or fails if it exists."
-        if kind == "ls_dir":
-            d = r.choice(sorted(self.dirs)) if self.dirs and r.random() < 0.7 else r.choice(DIRS)
-            return f"ls {d}", f"Listing {d}, which may not exist."
-        if kind == "wc":
-            flag = r.choice(["-l", "-w", "-c"])
-            return f"wc {flag} {f}", f"wc {flag} counts {f}."
-        if kind == "grep":
-            return f"grep {r.choice(WORDS)} {f}", f"grep prints matching lines of {f}."
-        if kind == "python":
-            a, b = r.randint(0, 99), r.randint(0, 99)
-            expr = r.choice([f"print({a}+{b})", f"print({a}*{b})", f"print('{r.choice(WORDS)}'.upper())",
-                             f"print(len('{r.choice(WORDS)}'))", f"print({a}/0)"])
-            return f'python3 -c "{expr}"', "python3 evaluates the expression."
-        if kind == "typo":
-            real = r.choice(sorted(TYPOS))
-            return f"{r.choice(TYPOS[real])} {f}", "This command name is misspelled."
-        if kind == "pwd":
-            return "pwd", "pwd prints the working directory."
-        if kind == "head":
-            return f"head -n 1 {f}", f"head shows the first line of {f}."
-        if kind == "touch":
-            name = self._new_file_name()
-            return f"touch {name}", f"touch creates an empty {name} silently."
-        return f"rm {f}", f"rm deletes {f}, or fails if it is missing."
-
-    def run(self, command: str) -> str:
-        """Really run ``command`` in the sandbox; stdout and stderr as a terminal shows them."""
-        proc = subprocess.run(
-            ["bash", "--norc", "--noprofile", "-c", command],
-            cwd=SANDBOX, capture_output=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            timeout=5, env={"PATH": "/usr/bin:/bin", "LC_ALL": "C", "HOME": str(SANDBOX)},
-            check=False,
-        )
+        """A fresh directory; the initial state that describes it."""
+        r, v = self.rng, self.v
+        files: dict[str, str] = {}
+        dirs = [v.dir_name() for _ in range(r.choice([0, 0, 1, 1, 2]))]
+        for _ in range(r.randint(1, 4)):
+            name = v.file_name()
+            if dirs and r.random() < 0.25:
+                name = f"{r.choice(dirs)}/{name}"
+            files[name] = self._content()
+        self.box.reset(files, dirs)
         self._refresh()
-        return proc.stdout.decode("utf-8", "replace").rstrip("\n")
+        return describe(self.box.cwd, self.files, self.dirs, r)
+
+    def _content(self) -> str:
+        r = self.rng
+        if r.random() < 0.12:
+            return "".join(f"{self.v.number()}\n" for _ in range(r.randint(2, 5)))
+        lines = [self.v.line(1, 5) for _ in range(r.randint(1, 4))]
+        if r.random() < 0.25 and len(lines) > 1:  # repeated lines give uniq/sort work to do
+            lines.append(r.choice(lines))
+        return "\n".join(lines) + "\n"
 
     def _refresh(self) -> None:
-        self.files = {p.name: p.read_text(errors="replace") for p in SANDBOX.iterdir() if p.is_file()}
-        self.dirs = {p.name for p in SANDBOX.iterdir() if p.is_dir()}
+        self.files, self.dirs = self.box.files(), self.box.dirs()
+
+    def _file(self, prefer_recent: bool = True) -> str:
+        r = self.rng
+        if not self.files:
+            return self.v.file_name()
+        live = [f for f in self.recent if f in self.files]
+        if prefer_recent and live and r.random() < 0.5:
+            return r.choice(live)
+        return r.choice(sorted(self.files))
+
+    def _line_word(self, name: str) -> str:
+        words = self.files.get(name, "").split()
+        if words and self.rng.random() < 0.8:
+            return self.rng.choice(words)
+        return self.v.word()
+
+    def next_command(self, kind: str | None = None) -> Command:
+        r = self.rng
+        if kind is None:
+            kind = r.choices(list(_WEIGHTS), weights=list(_WEIGHTS.values()))[0]
+        return getattr(self, f"_k_{kind}", self._k_cat)(kind)
+
+    # -- listing ----------------------------------------------------------------------------
+    def _k_ls(self, kind: str) -> Command:
+        return Command(self.rng.choice(["ls", "ls", "ls -1"]), kind,
+                       "ls lists the working directory, sorted.")
+
+    def _k_ls_dir(self, kind: str) -> Command:
+        d = self.rng.choice(self.dirs) if self.dirs and self.rng.random() < 0.8 else self.v.dir_name()
+        return Command(f"ls {_q(d)}", kind, f"ls lists {d}.")
+
+    def _k_ls_a(self, kind: str) -> Command:
+        return Command(self.rng.choice(["ls -a", "ls -A"]), kind, "ls shows hidden entries too.")
+
+    def _k_find(self, kind: str) -> Command:
+        r = self.rng
+        options = ["find . -type f", "find . -type d", "find ."]
+        exts = sorted({Path(f).suffix for f in self.files if Path(f).suffix})
+        if exts:
+            options.append(f"find . -name '*{r.choice(exts)}'")
+        if self.dirs:
+            options.append(f"find {_q(r.choice(self.dirs))} -type f")
+        return Command(r.choice(options), kind, "find walks the tree in directory order.")
+
+    # -- reading ------------------------------------------------------------------------------
+    def _k_cat(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"cat {_q(f)}", kind, f"cat prints {f}.")
+
+    def _k_cat_two(self, kind: str) -> Command:
+        a, b = self._file(), self._file(prefer_recent=False)
+        return Command(f"cat {_q(a)} {_q(b)}", kind, f"cat prints {a} then {b}.")
+
+    def _k_head(self, kind: str) -> Command:
+        f, n = self._file(), self.rng.randint(1, 3)
+        return Command(f"head -n {n} {_q(f)}", kind, f"head prints the first {n} line(s) of {f}.")
+
+    def _k_tail(self, kind: str) -> Command:
+        f, n = self._file(), self.rng.randint(1, 3)
+        return Command(f"tail -n {n} {_q(f)}", kind, f"tail prints the last {n} line(s) of {f}.")
+
+    # -- counting -----------------------------------------------------------------------------
+    def _k_wc(self, kind: str) -> Command:
+        f, flag = self._file(), self.rng.choice(["-l", "-w", "-c", "-l", ""])
+        cmd = f"wc {flag} {_q(f)}" if flag else f"wc {_q(f)}"
+        return Command(cmd, kind, f"wc counts {f}.")
+
+    def _k_wc_two(self, kind: str) -> Command:
+        a, b = self._file(), self._file(prefer_recent=False)
+        return Command(f"wc -l {_q(a)} {_q(b)}", kind, "wc counts each file, then the total.")
+
+    def _k_grep_c(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"grep -c {_q(self._line_word(f))} {_q(f)}", kind,
+                       f"grep -c counts matching lines of {f}.")
+
+    def _k_pipe_wc(self, kind: str) -> Command:
+        f = self._file()
+        return Command(self.rng.choice([f"cat {_q(f)} | wc -l", "ls | wc -l"]), kind,
+                       "wc -l counts the lines piped in.")
+
+    # -- searching ----------------------------------------------------------------------------
+    def _grep(self, kind: str, flag: str) -> Command:
+        f = self._file()
+        w = self._line_word(f)
+        if flag == "-i":
+            w = w.upper() if self.rng.random() < 0.5 else w.capitalize()
+        opt = f"{flag} " if flag else ""
+        return Command(f"grep {opt}{_q(w)} {_q(f)}", kind, f"grep searches {f} for {w}.")
+
+    def _k_grep(self, kind: str) -> Command:
+        return self._grep(kind, "")
+
+    def _k_grep_n(self, kind: str) -> Command:
+        return self._grep(kind, "-n")
+
+    def _k_grep_i(self, kind: str) -> Command:
+        return self._grep(kind, "-i")
+
+    def _k_grep_v(self, kind: str) -> Command:
+        return self._grep(kind, "-v")
+
+    # -- transforming -------------------------------------------------------------------------
+    def _k_sort(self, kind: str) -> Command:
+        f = self._file()
+        flag = self.rng.choice(["", "", "-r", "-n"])
+        return Command(f"sort {flag + ' ' if flag else ''}{_q(f)}", kind, f"sort orders the lines of {f}.")
+
+    def _k_uniq_c(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"sort {_q(f)} | uniq -c", kind, "uniq -c counts runs of equal lines.")
+
+    def _k_cut(self, kind: str) -> Command:
+        f, n = self._file(), self.rng.randint(1, 3)
+        return Command(f"cut -d ' ' -f {n} {_q(f)}", kind, f"cut keeps field {n} of each line.")
+
+    def _k_tr(self, kind: str) -> Command:
+        f = self._file()
+        spec = self.rng.choice(["a-z A-Z", "' ' '\\n'", "A-Z a-z"])
+        return Command(f"tr {spec} < {_q(f)}", kind, "tr maps characters.")
+
+    def _k_sed(self, kind: str) -> Command:
+        f = self._file()
+        old, new = self._line_word(f), self.v.word()
+        return Command(f"sed 's/{old}/{new}/' {_q(f)}", kind, f"sed replaces {old} with {new}.")
+
+    def _k_awk(self, kind: str) -> Command:
+        f, n = self._file(), self.rng.randint(1, 2)
+        return Command(f"awk '{{print ${n}}}' {_q(f)}", kind, f"awk prints field {n}.")
+
+    def _k_pipe_grep(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"cat {_q(f)} | grep {_q(self._line_word(f))}", kind,
+                       "grep filters the piped lines.")
+
+    # -- arithmetic and echo ------------------------------------------------------------------
+    def _k_python_arith(self, kind: str) -> Command:
+        r = self.rng
+        a, b = r.randint(0, 99), r.randint(0, 99)
+        op = r.choice(["+", "+", "-", "*"])
+        return Command(f'python3 -c "print({a}{op}{b})"', kind, "python3 evaluates the expression.")
+
+    def _k_python_str(self, kind: str) -> Command:
+        r, w = self.rng, self.v.word().lower()
+        expr = r.choice([f"'{w}'.upper()", f"len('{w}')", f"'{w}'[::-1]", f"'{w}'.title()",
+                         f"'{w}' + '_' + '{self.v.word()}'"])
+        return Command(f'python3 -c "print({expr})"', kind, "python3 evaluates the expression.")
+
+    def _k_shell_arith(self, kind: str) -> Command:
+        a, b = self.rng.randint(0, 99), self.rng.randint(0, 99)
+        return Command(f"echo $(({a} + {b}))", kind, "The shell does the arithmetic.")
+
+    def _k_echo(self, kind: str) -> Command:
+        return Command(f"echo {self.v.line(1, 4)}", kind, "echo prints its arguments.")
+
+    # -- writing ------------------------------------------------------------------------------
+    def _new_name(self) -> str:
+        name = self.v.file_name()
+        self.recent.append(name)
+        return name
+
+    def _k_echo_new(self, kind: str) -> Command:
+        return Command(f"echo {self.v.line(1, 4)} > {_q(self._new_name())}", kind,
+                       "The redirection writes the file; nothing is printed.")
+
+    def _k_echo_append(self, kind: str) -> Command:
+        f = self._file()
+        self.recent.append(f)
+        return Command(f"echo {self.v.line(1, 4)} >> {_q(f)}", kind,
+                       f"The line is appended to {f}; nothing is printed.")
+
+    def _k_printf_new(self, kind: str) -> Command:
+        lines = "\\n".join(self.v.line(1, 3) for _ in range(self.rng.randint(2, 3)))
+        return Command(f"printf '{lines}\\n' > {_q(self._new_name())}", kind,
+                       "printf writes the lines to the file.")
+
+    def _k_mkdir(self, kind: str) -> Command:
+        d = self.v.dir_name()
+        if self.rng.random() < 0.4:
+            return Command(f"mkdir -p {_q(d)}/{_q(self.v.dir_name())}", kind,
+                           "mkdir -p creates the path silently.")
+        return Command(f"mkdir {_q(d)}", kind, f"mkdir creates {d}; nothing is printed.")
+
+    def _k_cp(self, kind: str) -> Command:
+        f = self._file()
+        dst = (self.rng.choice(self.dirs) + "/" if self.dirs and self.rng.random() < 0.3
+               else self._new_name())
+        return Command(f"cp {_q(f)} {_q(dst)}", kind, f"cp copies {f}; nothing is printed.")
+
+    def _k_mv(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"mv {_q(f)} {_q(self._new_name())}", kind, f"mv renames {f}.")
+
+    def _k_rm(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"rm {_q(f)}", kind, f"rm deletes {f}.")
+
+    def _k_touch(self, kind: str) -> Command:
+        return Command(f"touch {_q(self._new_name())}", kind, "touch creates an empty file.")
+
+    # -- errors -------------------------------------------------------------------------------
+    def _k_missing(self, kind: str) -> Command:
+        f = self.v.file_name()
+        verb = self.rng.choice(["cat", "cat", "head -n 2", "wc -l", "rm", "grep x"])
+        return Command(f"{verb} {_q(f)}", kind, f"{f} does not exist.")
+
+    def _k_typo(self, kind: str) -> Command:
+        real = self.rng.choice(sorted(TYPOS))
+        return Command(f"{self.rng.choice(TYPOS[real])} {_q(self._file())}", kind,
+                       "That command name does not exist.")
+
+    def _k_cat_dir(self, kind: str) -> Command:
+        d = self.rng.choice(self.dirs) if self.dirs else self.v.dir_name()
+        return Command(f"cat {_q(d)}", kind, f"{d} is a directory.")
+
+    def _k_mkdir_exists(self, kind: str) -> Command:
+        d = self.rng.choice(self.dirs) if self.dirs else self.v.dir_name()
+        return Command(f"mkdir {_q(d)}", kind, f"mkdir {d}, which may exist already.")
+
+    def _k_pwd(self, kind: str) -> Command:
+        return Command("pwd", kind, "pwd prints the working directory.")
+
+    def _k_net(self, kind: str) -> Command:
+        host = f"{self.v.word().lower()}.{self.rng.choice(['internal', 'example', 'corp', 'lan'])}"
+        path = self.v.word().lower()
+        return Command(self.rng.choice([f"curl -sS http://{host}/{path}", f"curl -fsS https://{host}/",
+                                        f"curl -sS -o {_q(self.v.file_name())} http://{host}/{path}"]), kind,
+                       f"The command needs to reach {host}.")
+
+    # -- running ------------------------------------------------------------------------------
+    def run(self, command: Command, fault: str = "") -> str:
+        out = self.box.run(command.text, fault)
+        self._refresh()
+        return out
+
+
+def describe(cwd: Path, files: dict[str, str], dirs: list[str], rng: random.Random) -> str:
+    """The initial state as a user would write it: the listing, then each file's content."""
+    top = sorted({f.split("/")[0] + ("/" if "/" in f else "") for f in files}
+                 | {d.split("/")[0] + "/" for d in dirs})
+    head = rng.choice(["Working directory {cwd} contains: {listing}",
+                       "Current directory: {cwd}\nFiles: {listing}",
+                       "cwd {cwd} holds {listing}"])
+    text = head.format(cwd=cwd, listing=", ".join(top))
+    shown = "\n".join(f"--- {n} ---\n{c.rstrip(chr(10))}" for n, c in sorted(files.items()))
+    return f"{text}\n{shown}" if shown else text

@@ -1,0 +1,218 @@
+"""Held-out fidelity of a checkpoint, per command kind and per fault kind (greedy decoding).
+
+    python -m worldserve.training.heldout --model models/worldserve-tiny-moe
+    python -m worldserve.training.heldout --checkpoint .worldserve/train-full/checkpoint.pt
+
+Every turn of every held-out episode (names and words from the held-out vocabulary split only)
+is one case: the exact prompt the gateway renders for it, against the real observation. Exact
+match is after stripping outer whitespace. A fault turn also counts as *visible* when the
+prediction shows that failure (``fault_visible``) — no fallback, no template: the model's text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import PreTrainedTokenizerFast, Qwen3MoeForCausalLM
+
+from worldserve.domains.chat import render_chat
+from worldserve.domains.parsing import parse_completion
+from worldserve.training.collect import Episode, Turn
+from worldserve.training.fidelity import token_f1
+from worldserve.training.sequence import messages_for
+from worldserve.training.terminal import KIND_CATEGORY
+
+_WRITES = ("echo_new", "echo_append", "printf_new", "cp", "mv", "touch")
+_READS = ("listing", "reading", "counting", "searching", "transforming")
+
+
+@dataclass(frozen=True)
+class Case:
+    episode: Episode
+    index: int  # 0-based turn
+    category: str
+
+    @property
+    def turn(self) -> Turn:
+        return self.episode.turns[self.index]
+
+
+def category_of(ep: Episode, k: int) -> str:
+    """The report group of turn ``k``: the fault kind, "state" (reads what an earlier turn of
+    the episode wrote), else the command kind's category (MCP: call / error)."""
+    turn = ep.turns[k]
+    if turn.fault:
+        return f"fault:{turn.fault}"
+    if ep.domain == "MCP":
+        return f"mcp:{turn.kind}"
+    category = KIND_CATEGORY.get(turn.kind, "other")
+    if category in _READS:
+        written = {w for t in ep.turns[:k] if t.kind in _WRITES for w in t.action.split()[-1:]}
+        if any(w.strip("'") in turn.action.split() for w in written):
+            return "state"
+    return category
+
+
+def cases(episodes: list[Episode]) -> list[Case]:
+    return [Case(ep, k, category_of(ep, k)) for ep in episodes for k in range(len(ep.turns))]
+
+
+def fault_visible(turn: Turn, predicted: str) -> bool:
+    """Does the prediction show the injected failure?"""
+    p = predicted.lower()
+    kind = turn.fault
+    if kind == "timeout":
+        return "timeout" in p or "timed out" in p
+    if kind == "permission_denied":
+        return "permission denied" in p or "forbidden" in p
+    if kind == "network_unreachable":
+        return any(s in p for s in ("could not resolve", "unreachable", "connection failed",
+                                    "connection refused"))
+    if kind == "http_429":
+        return "429" in p or "too many requests" in p
+    if kind == "http_500":
+        return "500" in p or "internal server error" in p
+    if kind == "malformed_json":
+        try:
+            json.loads(predicted)
+        except json.JSONDecodeError:
+            return bool(predicted.strip())
+        return False
+    if kind == "truncated_output":
+        full = turn.normal.strip()
+        return bool(predicted.strip()) and predicted.strip() != full and \
+            full.startswith(predicted.rstrip("\n"))
+    return predicted.strip() == turn.observation.strip()  # stale_data: the old answer
+
+
+@torch.no_grad()
+def generate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, prompts: list[str],
+             batch_size: int = 16, max_new: int = 256) -> list[str]:
+    """Greedy completions, batched by prompt length (left padding)."""
+    model.eval()
+    tok.padding_side = "left"
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    out: list[str] = [""] * len(prompts)
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        enc = tok([prompts[i] for i in idx], return_tensors="pt", padding=True,
+                  add_special_tokens=False)
+        gen = model.generate(**enc, max_new_tokens=max_new, do_sample=False,
+                             eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+        for row, i in enumerate(idx):
+            out[i] = str(tok.decode(gen[row, enc["input_ids"].shape[1]:],
+                                    skip_special_tokens=True))
+    return out
+
+
+def score(items: list[tuple[Case, str, bool]]) -> dict[str, Any]:
+    """Per group: n, exact, token F1, format valid; faults also visible."""
+    groups: dict[str, list[tuple[Case, str, bool]]] = defaultdict(list)
+    for item in items:
+        case = item[0]
+        groups[f"{case.episode.domain}"].append(item)
+        groups[f"{case.episode.domain}/{case.category}"].append(item)
+        groups["overall"].append(item)
+        if case.category.startswith("fault:"):
+            groups["faults"].append(item)
+    report: dict[str, Any] = {}
+    for name in sorted(groups, key=lambda g: (g != "overall", g)):
+        members = groups[name]
+        n = len(members)
+        row: dict[str, Any] = {
+            "n": n,
+            "exact": round(sum(v and p.strip() == c.turn.observation.strip()
+                               for c, p, v in members) / n, 4),
+            "token_f1": round(sum(token_f1(p, c.turn.observation) for c, p, _ in members) / n, 4),
+            "format_valid": round(sum(v for _, _, v in members) / n, 4),
+        }
+        faulted = [(c, p, v) for c, p, v in members if c.turn.fault]
+        if faulted:
+            row["fault_visible"] = round(sum(v and fault_visible(c.turn, p) for c, p, v in faulted)
+                                         / len(faulted), 4)
+        report[name] = row
+    return report
+
+
+def evaluate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, episodes: list[Episode],
+             template: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    all_cases = cases(episodes)
+    prompts = [render_chat(template, messages_for(c.episode, c.index)) for c in all_cases]
+    texts = generate(model, tok, prompts)
+    items = []
+    rows = []
+    for case, text in zip(all_cases, texts, strict=True):
+        try:
+            predicted, valid = parse_completion(text).observation, True
+        except ValueError:
+            predicted, valid = "", False
+        items.append((case, predicted, valid))
+        rows.append({"episode": case.episode.index, "turn": case.index + 1,
+                     "domain": case.episode.domain, "category": case.category,
+                     "action": case.turn.action, "reference": case.turn.observation,
+                     "predicted": predicted, "raw": text})
+    return score(items), rows
+
+
+def evaluate_checkpoint(model_dir: Path, episodes: list[Episode],
+                        predictions: Path | None = None) -> dict[str, Any]:
+    tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    model = Qwen3MoeForCausalLM.from_pretrained(model_dir)
+    template = (model_dir / "chat_template.jinja").read_text()
+    report, rows = evaluate(model, tok, episodes, template)
+    if predictions is not None:
+        predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return {"overall": report["overall"], "groups": report, "episodes": len(episodes)}
+
+
+def table(report: dict[str, Any]) -> str:
+    lines = ["| group | n | exact | token F1 | format | fault visible |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name, row in report["groups"].items():
+        visible = f"{row['fault_visible']:.2f}" if "fault_visible" in row else ""
+        lines.append(f"| {name} | {row['n']} | {row['exact']:.2f} | {row['token_f1']:.2f} | "
+                     f"{row['format_valid']:.2f} | {visible} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", type=Path, default=Path("models/worldserve-tiny-moe"))
+    ap.add_argument("--data", type=Path, default=None,
+                    help="held-out episodes (default <model>/data/heldout_episodes.jsonl)")
+    ap.add_argument("--checkpoint", type=Path, default=None,
+                    help="a training checkpoint.pt to load into --model's architecture")
+    ap.add_argument("--tokenizer", type=Path, default=None, help="with --checkpoint")
+    ap.add_argument("--limit", type=int, default=0, help="first N episodes only")
+    ap.add_argument("--predictions", type=Path, default=None, help="write every prediction")
+    ap.add_argument("--domain", default="", help="TERMINAL or MCP only")
+    args = ap.parse_args()
+    data = args.data or args.model / "data" / "heldout_episodes.jsonl"
+    episodes = [Episode.from_json(line) for line in data.open()]
+    if args.domain:
+        episodes = [e for e in episodes if e.domain == args.domain.upper()]
+    if args.limit:
+        episodes = episodes[: args.limit]
+    if args.checkpoint:
+        from worldserve.training.train import CHAT_TEMPLATE, make_model
+        tok = PreTrainedTokenizerFast.from_pretrained(args.tokenizer or args.checkpoint.parent / "tokenizer")
+        model = make_model(len(tok), tok)
+        model.load_state_dict(torch.load(args.checkpoint, weights_only=False)["model"])
+        report, rows = evaluate(model, tok, episodes, CHAT_TEMPLATE)
+        result = {"overall": report["overall"], "groups": report, "episodes": len(episodes)}
+        if args.predictions:
+            args.predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        result = evaluate_checkpoint(args.model, episodes, args.predictions)
+    print(table(result))
+    print(json.dumps(result["overall"]))
+
+
+if __name__ == "__main__":
+    main()

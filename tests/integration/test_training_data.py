@@ -1,0 +1,128 @@
+"""Training data comes from real executions: real bash, a real HTTP tool server, real faults."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from worldserve.domains.chat import render_chat
+from worldserve.domains.faults import control_instruction
+from worldserve.training import collect, words
+from worldserve.training.collect import Episode
+from worldserve.training.heldout import category_of, fault_visible
+from worldserve.training.mcp_tools import McpEpisode, ToolServer
+from worldserve.training.sequence import messages_for, segments
+from worldserve.training.shell import Sandbox
+from worldserve.training.train import CHAT_TEMPLATE
+
+
+@pytest.fixture
+def box() -> Iterator[Sandbox]:
+    root = Path(tempfile.mkdtemp(prefix="ws-sandbox-test-"))  # reachable by the sandbox user
+    sandbox = Sandbox(root, root / "home" / "agent")
+    sandbox.reset({"notes.txt": "alpha beta\ngamma\n", "src/main.py": "print(1)\n"}, ["empty"])
+    yield sandbox
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_commands_really_run_and_change_the_directory(box: Sandbox) -> None:
+    assert box.run("ls") == "empty\nnotes.txt\nsrc"
+    assert box.run("pwd") == str(box.cwd)
+    assert box.run("echo one two > new.txt") == ""
+    assert box.run("cat new.txt notes.txt") == "one two\nalpha beta\ngamma"
+    assert box.files()["new.txt"] == "one two\n"
+    assert box.run("rm notes.txt; cat notes.txt") == "cat: notes.txt: No such file or directory"
+    assert box.run("cta x") == "bash: line 1: cta: command not found"
+    assert box.run("cat src") == "cat: src: Is a directory"
+
+
+def test_faults_are_provoked_for_real(box: Sandbox) -> None:
+    assert box.run("cat notes.txt", "permission_denied") == "cat: notes.txt: Permission denied"
+    assert box.run("ls", "permission_denied") == \
+        "ls: cannot open directory '.': Permission denied"
+    assert box.run("cat notes.txt") == "alpha beta\ngamma"  # permissions restored
+    assert box.run("cat notes.txt", "timeout") == \
+        "timeout: sending signal TERM to command 'cat'"
+    cut = box.run("cat notes.txt", "truncated_output")
+    assert cut and "alpha beta\ngamma".startswith(cut) and cut != "alpha beta\ngamma"
+    assert box.last_full == "alpha beta\ngamma"
+    assert "Could not resolve host" in box.run("curl -sS http://nowhere.invalid/",
+                                               "network_unreachable")
+    with pytest.raises(ValueError):
+        box.run("ls", "meteor_strike")
+
+
+def test_the_tool_server_answers_results_errors_and_real_failures() -> None:
+    server = ToolServer()
+    try:
+        ep = McpEpisode(random.Random(3), words.Vocab(random.Random(3)), server)
+        catalog = ep.setup()
+        assert catalog.startswith("MCP server tools:\n- ")
+        create = next(t for t in ep.tools.values() if t.kind == "create")
+        args = {p: (7 if t == "integer" else "blue fox") for p, t in create.params}
+        action = json.dumps({"tool": create.name, "arguments": args})
+        assert json.loads(ep.run(action)) == {"result": {"id": f"{create.noun}-1", "created": True}}
+        get = next(t for t in ep.tools.values() if t.kind == "get")
+        got = json.loads(ep.run(json.dumps({"tool": get.name, "arguments": {"id": f"{create.noun}-1"}})))
+        assert got == {"result": {"id": f"{create.noun}-1", **args}}
+        missing = json.loads(ep.run(json.dumps({"tool": get.name, "arguments": {}})))
+        assert missing == {"error": {"code": -32602, "message": "Missing required argument: id"}}
+        unknown = json.loads(ep.run(json.dumps({"tool": "nope", "arguments": {}})))
+        assert unknown["error"]["code"] == -32601
+        assert json.loads(ep.run(action, "http_429"))["error"]["code"] == 429
+        assert json.loads(ep.run(action, "http_500"))["error"]["message"] == "Internal Server Error"
+        assert json.loads(ep.run(action, "permission_denied"))["error"]["code"] == 403
+        assert json.loads(ep.run(action, "timeout"))["error"]["message"] == "Request timed out"
+        assert "Connection refused" in ep.run(action, "network_unreachable")
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(ep.run(action, "malformed_json"))
+    finally:
+        server.close()
+
+
+def test_held_out_words_never_appear_in_training_words() -> None:
+    train, held = set(words.words("train")), set(words.words("heldout"))
+    assert len(train) > 10_000 and len(held) > 2_000 and not train & held
+    assert all(words.split_of(w) == "heldout" for w in list(held)[:100])
+
+
+def test_episodes_carry_state_and_end_in_real_faults(tmp_path: Path) -> None:
+    eps = collect.collect(tmp_path / "eps.jsonl", 24, seed=5, workers=1, progress=False)
+    again = collect.collect(tmp_path / "eps.jsonl", 24, seed=5, workers=1, progress=False)
+    assert [e.turns[0].action for e in eps] == [e.turns[0].action for e in again]
+    assert {e.domain for e in eps} == {"TERMINAL", "MCP"}
+    faulted = [e for e in eps if e.turns[-1].fault]
+    assert faulted, "some episodes end in a fault"
+    for ep in faulted:
+        last = ep.turns[-1]
+        assert all(not t.fault for t in ep.turns[:-1])
+        assert fault_visible(last, last.observation), (last.fault, last.action, last.observation)
+        assert category_of(ep, len(ep.turns) - 1) == f"fault:{last.fault}"
+        system = messages_for(ep, len(ep.turns) - 1)[0]["content"]
+        assert system.endswith(control_instruction(last.fault))
+
+
+def test_one_sequence_teaches_every_turn_of_an_episode(tmp_path: Path) -> None:
+    ep = collect.collect(tmp_path / "eps.jsonl", 3, seed=1, workers=1, progress=False)[0]
+    parts = segments(ep, CHAT_TEMPLATE, 0.1)
+    whole = "".join(text for text, _ in parts)
+    prompt = render_chat(CHAT_TEMPLATE, messages_for(ep, len(ep.turns) - 1))
+    assert whole.startswith(prompt)  # the exact prompt the gateway renders for the last turn
+    learnt = [text for text, w in parts if w == 1.0]
+    assert len(learnt) == len(ep.turns)  # every turn's observation, then the last answer
+    for turn, text in zip(ep.turns, learnt, strict=True):
+        assert f"\n{turn.observation}\n</predicted_observation>" in text
+    assert learnt[-1].startswith("<think>\n")
+    assert all(w == 0.0 for text, w in parts if text.endswith("<predicted_observation>"))
+
+
+def test_episode_json_round_trip() -> None:
+    ep = Episode("TERMINAL", "train", 0, "t", "s", [collect.Turn("ls", "a", "r", "ls")])
+    from dataclasses import asdict
+    assert Episode.from_json(json.dumps(asdict(ep))) == ep
