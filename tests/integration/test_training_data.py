@@ -14,8 +14,9 @@ import pytest
 from worldserve.domains.chat import render_chat
 from worldserve.domains.faults import control_instruction
 from worldserve.training import collect, words
+from worldserve.training.categories import category_of
 from worldserve.training.collect import Episode
-from worldserve.training.heldout import category_of, fault_visible
+from worldserve.training.heldout import fault_visible
 from worldserve.training.mcp_tools import McpEpisode, ToolServer
 from worldserve.training.sequence import messages_for, segments
 from worldserve.training.shell import Sandbox

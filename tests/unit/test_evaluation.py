@@ -9,9 +9,10 @@ import pytest
 
 from worldserve.evaluation import metrics, report
 from worldserve.evaluation.dataset import load
-from worldserve.evaluation.fixture import to_record
+from worldserve.evaluation.fixture import records
 from worldserve.evaluation.judge import DIMENSIONS, normalise, parse_scores
 from worldserve.settings import DEFAULT_MODEL_DIR
+from worldserve.training.collect import Episode, Turn
 
 FIXTURE = DEFAULT_MODEL_DIR / "data" / "agentworldbench"
 
@@ -62,7 +63,9 @@ def test_aggregate_and_reports() -> None:
 
 def test_the_fixture_loads_as_samples() -> None:
     samples = load(FIXTURE)
-    assert len(samples) == 40 and {s.domain for s in samples} == {"MCP", "TERMINAL"}
+    assert len(samples) >= 100 and {s.domain for s in samples} == {"MCP", "TERMINAL"}
+    assert {s.category for s in samples} >= {"listing", "reading", "mcp:call"}
+    assert any(s.fault_kind for s in samples)
     first = next(s for s in samples if s.turn_idx == 1)
     assert first.current_state == "" and not first.history_record["response"]
     later = next(s for s in samples if s.turn_idx > 2)
@@ -79,14 +82,31 @@ def test_bad_data_is_refused(tmp_path: Path) -> None:
         load(tmp_path)
 
 
-def test_fixture_records_follow_the_format() -> None:
-    sample = {"domain": "TERMINAL", "episode": 3, "turn": 2, "observation": "b.txt",
-              "messages": [{"role": "system", "content": "S"},
-                           {"role": "user", "content": "U1"},
-                           {"role": "assistant", "content": "<predicted_observation>\na\n"
-                                                            "</predicted_observation>"},
-                           {"role": "user", "content": "U2"}]}
-    record = to_record(sample)
-    assert record == {"task": "terminal", "id": "terminal-3-2", "prompt": ["U1", "U2"],
-                      "response": ["a", "b.txt"], "current_prompt": "U2", "system_str": "S",
-                      "turn_idx": 2, "total_turns": 2}
+def test_fixture_records_follow_the_format(tmp_path: Path) -> None:
+    ep = Episode("TERMINAL", "heldout", 3, "tidy", "cwd /w holds a.txt", [
+        Turn("ls", "a.txt", "r", "ls"), Turn("cat a.txt", "cat: a.txt: Permission denied", "r",
+                                             "cat", "permission_denied")])
+    recs = records(ep)
+    assert [r["id"] for r in recs] == ["terminal-3-1", "terminal-3-2"]
+    assert recs[1]["response"] == ["a.txt", "cat: a.txt: Permission denied"]
+    assert recs[1]["prompt"][0].startswith("### Turn 1") and recs[1]["turn_idx"] == 2
+    assert recs[0]["worldserve"]["category"] == "listing"
+    assert recs[1]["worldserve"] == {"category": "fault:permission_denied",
+                                     "turn": {"fault_kind": "permission_denied", "untruncated": ""}}
+    (tmp_path / "terminal_test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    second = load(tmp_path)[1]
+    assert (second.category, second.fault_kind, second.action) == \
+        ("fault:permission_denied", "permission_denied", "cat a.txt")
+
+
+def test_fault_visibility() -> None:
+    assert metrics.fault_visible("timeout", "timeout: sending signal TERM to command 'ls'", "")
+    assert not metrics.fault_visible("timeout", "a.txt", "")
+    assert metrics.fault_visible("truncated_output", "alpha be", "", "alpha beta\ngamma")
+    assert not metrics.fault_visible("truncated_output", "alpha beta\ngamma", "",
+                                     "alpha beta\ngamma")
+    assert metrics.fault_visible("malformed_json", '{"result": {"id', "")
+    assert not metrics.fault_visible("malformed_json", '{"result": 1}', "")
+    assert metrics.fault_visible("http_429", '{"error": {"code": 429}}', "")
+    s = metrics.score("x", "y", True, "timeout")
+    assert s["fault_visible"] == 0.0 and metrics.score("x", "y", True)["fault_visible"] is None

@@ -25,6 +25,9 @@ class Sample:
     current_state: str
     reference: str
     source: str  # file name
+    category: str = ""  # the fixture's command or fault kind (report group)
+    fault_kind: str = ""  # the reference turn's injected fault: the eval injects it too
+    untruncated: str = ""  # truncated_output: the real output before the cut
 
 
 def _sample(record: dict[str, Any], source: str, line: int) -> Sample:
@@ -40,9 +43,16 @@ def _sample(record: dict[str, Any], source: str, line: int) -> Sample:
     state = last.initial_state if t > 1 else ""
     if state == "As left by the previous turns.":
         state = ""
+    raw_extra = record.get("worldserve")
+    extra: dict[str, Any] = raw_extra if isinstance(raw_extra, dict) else {}
+    raw_turn = extra.get("turn")
+    turn: dict[str, Any] = raw_turn if isinstance(raw_turn, dict) else {}
     return Sample(sample_id=str(record.get("id") or f"{source}:{line}"), domain=parsed.domain,
                   turn_idx=t, history_record=history, action=action, current_state=state,
-                  reference=str(responses[t - 1]), source=source)
+                  reference=str(responses[t - 1]), source=source,
+                  category=str(extra.get("category") or ""),
+                  fault_kind=str(turn.get("fault_kind") or ""),
+                  untruncated=str(turn.get("untruncated") or ""))
 
 
 def load(data_dir: Path, pattern: str = "*_test.jsonl") -> list[Sample]:

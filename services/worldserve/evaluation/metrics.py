@@ -67,7 +67,35 @@ def json_structure(predicted: str, reference: str) -> float | None:
     return len(a & b) / len(a | b) if a | b else 1.0
 
 
-def score(predicted: str, reference: str, format_valid: bool) -> dict[str, float | None]:
+def fault_visible(kind: str, predicted: str, reference: str, untruncated: str = "") -> bool:
+    """Does ``predicted`` show the injected failure ``kind``? (``reference`` is the real failing
+    output; ``untruncated`` the real output before a truncation cut it.)"""
+    p = predicted.lower()
+    signs = {"timeout": ("timeout", "timed out"),
+             "permission_denied": ("permission denied", "forbidden"),
+             "network_unreachable": ("could not resolve", "unreachable", "connection failed",
+                                     "connection refused"),
+             "http_429": ("429", "too many requests"),
+             "http_500": ("500", "internal server error")}
+    if kind in signs:
+        return any(s in p for s in signs[kind])
+    if kind == "malformed_json":
+        try:
+            json.loads(predicted)
+        except ValueError:
+            return bool(predicted.strip())
+        return False
+    if kind == "truncated_output":
+        full, cut = untruncated.strip(), predicted.rstrip("\n")
+        return bool(cut.strip()) and cut.strip() != full and full.startswith(cut)
+    return predicted.strip() == reference.strip()  # stale_data: the old answer itself
+
+
+def score(predicted: str, reference: str, format_valid: bool, fault: str = "",
+          untruncated: str = "") -> dict[str, float | None]:
     return {"format_valid": float(format_valid), "exact_match": exact_match(predicted, reference),
             "token_f1": token_f1(predicted, reference), "rouge_l": rouge_l(predicted, reference),
-            "json_structure": json_structure(predicted, reference)}
+            "json_structure": json_structure(predicted, reference),
+            "fault_visible": (float(format_valid and fault_visible(fault, predicted, reference,
+                                                                   untruncated))
+                              if fault else None)}

@@ -8,7 +8,7 @@ from typing import Any
 
 from worldserve.evaluation.judge import DIMENSIONS
 
-RULES = ("format_valid", "exact_match", "token_f1", "rouge_l", "json_structure")
+RULES = ("format_valid", "exact_match", "token_f1", "rouge_l", "json_structure", "fault_visible")
 
 
 def _mean(values: list[float]) -> float | None:
@@ -16,12 +16,15 @@ def _mean(values: list[float]) -> float | None:
 
 
 def aggregate(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """{domain or "overall": {n, metric: mean (0-1 rules; 0-100 judge)}}; metrics that do not
-    apply (json_structure on non-JSON references, a judge that was not asked) are left out."""
+    """{domain, domain/category or "overall": {n, metric: mean (0-1 rules; 0-100 judge)}};
+    metrics that do not apply (json_structure on non-JSON references, fault_visible on turns
+    without an injected fault, a judge that was not asked) are left out."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         groups[row["domain"]].append(row)
         groups["overall"].append(row)
+        if row.get("category"):  # held-out fixtures name the command or fault kind
+            groups[f"{row['domain']}/{row['category']}"].append(row)
     out = {}
     for name, members in sorted(groups.items(), key=lambda kv: (kv[0] == "overall", kv[0])):
         summary: dict[str, Any] = {"n": len(members)}

@@ -20,7 +20,7 @@ from worldserve.errors import Unavailable, WorldserveError
 from worldserve.evaluation import metrics
 from worldserve.evaluation.dataset import Sample
 from worldserve.evaluation.judge import Judge
-from worldserve.sdk import AsyncClient
+from worldserve.sdk import AsyncClient, FaultPolicy
 
 PREDICTIONS = "predictions.jsonl"
 
@@ -48,9 +48,11 @@ def done_ids(out_dir: Path) -> dict[str, dict[str, Any]]:
 
 async def _predict(client: AsyncClient, sample: Sample, model: str, max_tokens: int
                    ) -> tuple[str, bool, dict[str, Any]]:
+    faults = (FaultPolicy(kinds=(sample.fault_kind,), turns=(sample.turn_idx,))
+              if sample.fault_kind else None)  # the reference turn's fault, injected again
     session = await client.import_trajectory(
         json.dumps(sample.history_record).encode(), domain=sample.domain, model=model,
-        temperature=0.0, max_tokens=max_tokens, labels={"eval": sample.source})
+        temperature=0.0, max_tokens=max_tokens, labels={"eval": sample.source}, faults=faults)
     try:
         result = await client.step(session.session_id, sample.action,
                                    expected_turn=sample.turn_idx - 1,
@@ -103,7 +105,9 @@ async def run(samples: list[Sample], client: AsyncClient, model: str, out_dir: P
         row = {"id": sample.sample_id, "domain": sample.domain, "turn_idx": sample.turn_idx,
                "source": sample.source, "action": sample.action, "prediction": predicted,
                "reference": sample.reference, "format_valid": valid, **info,
-               "scores": metrics.score(predicted, sample.reference, valid), "judge": judged}
+               "category": sample.category, "fault_kind": sample.fault_kind,
+               "scores": metrics.score(predicted, sample.reference, valid, sample.fault_kind,
+                                       sample.untruncated), "judge": judged}
         sink.write(json.dumps(row, ensure_ascii=False) + "\n")
         sink.flush()
         rows.append(row)

@@ -23,13 +23,11 @@ from transformers import PreTrainedTokenizerFast, Qwen3MoeForCausalLM
 
 from worldserve.domains.chat import render_chat
 from worldserve.domains.parsing import parse_completion
+from worldserve.evaluation import metrics
+from worldserve.training.categories import category_of
 from worldserve.training.collect import Episode, Turn
 from worldserve.training.fidelity import token_f1
 from worldserve.training.sequence import messages_for
-from worldserve.training.terminal import KIND_CATEGORY
-
-_WRITES = ("echo_new", "echo_append", "printf_new", "cp", "mv", "touch")
-_READS = ("listing", "reading", "counting", "searching", "transforming")
 
 
 @dataclass(frozen=True)
@@ -43,52 +41,13 @@ class Case:
         return self.episode.turns[self.index]
 
 
-def category_of(ep: Episode, k: int) -> str:
-    """The report group of turn ``k``: the fault kind, "state" (reads what an earlier turn of
-    the episode wrote), else the command kind's category (MCP: call / error)."""
-    turn = ep.turns[k]
-    if turn.fault:
-        return f"fault:{turn.fault}"
-    if ep.domain == "MCP":
-        return f"mcp:{turn.kind}"
-    category = KIND_CATEGORY.get(turn.kind, "other")
-    if category in _READS:
-        written = {w for t in ep.turns[:k] if t.kind in _WRITES for w in t.action.split()[-1:]}
-        if any(w.strip("'") in turn.action.split() for w in written):
-            return "state"
-    return category
-
-
 def cases(episodes: list[Episode]) -> list[Case]:
     return [Case(ep, k, category_of(ep, k)) for ep in episodes for k in range(len(ep.turns))]
 
 
 def fault_visible(turn: Turn, predicted: str) -> bool:
     """Does the prediction show the injected failure?"""
-    p = predicted.lower()
-    kind = turn.fault
-    if kind == "timeout":
-        return "timeout" in p or "timed out" in p
-    if kind == "permission_denied":
-        return "permission denied" in p or "forbidden" in p
-    if kind == "network_unreachable":
-        return any(s in p for s in ("could not resolve", "unreachable", "connection failed",
-                                    "connection refused"))
-    if kind == "http_429":
-        return "429" in p or "too many requests" in p
-    if kind == "http_500":
-        return "500" in p or "internal server error" in p
-    if kind == "malformed_json":
-        try:
-            json.loads(predicted)
-        except json.JSONDecodeError:
-            return bool(predicted.strip())
-        return False
-    if kind == "truncated_output":
-        full = turn.normal.strip()
-        return bool(predicted.strip()) and predicted.strip() != full and \
-            full.startswith(predicted.rstrip("\n"))
-    return predicted.strip() == turn.observation.strip()  # stale_data: the old answer
+    return metrics.fault_visible(turn.fault, predicted, turn.observation, turn.normal)
 
 
 @torch.no_grad()

@@ -1,0 +1,25 @@
+"""The report group of a held-out turn (pure): a command kind's category, "state", or a fault."""
+
+from __future__ import annotations
+
+from worldserve.training.collect import Episode
+from worldserve.training.terminal import KIND_CATEGORY
+
+_WRITES = ("echo_new", "echo_append", "printf_new", "cp", "mv", "touch")
+_READS = ("listing", "reading", "counting", "searching", "transforming")
+
+
+def category_of(ep: Episode, k: int) -> str:
+    """The report group of turn ``k``: the fault kind, "state" (reads what an earlier turn of
+    the episode wrote), else the command kind's category (MCP: call / error)."""
+    turn = ep.turns[k]
+    if turn.fault:
+        return f"fault:{turn.fault}"
+    if ep.domain == "MCP":
+        return f"mcp:{turn.kind}"
+    category = KIND_CATEGORY.get(turn.kind, "other")
+    if category in _READS:
+        written = {w for t in ep.turns[:k] if t.kind in _WRITES for w in t.action.split()[-1:]}
+        if any(w.strip("'") in turn.action.split() for w in written):
+            return "state"
+    return category
