@@ -1,4 +1,4 @@
-"""The project's error tree. One gateway interceptor maps it to gRPC status codes (DESIGN.md §3).
+"""The project's error tree. One gateway interceptor maps it to gRPC status codes (docs/ARCHITECTURE.md §3).
 
     WorldserveError
     ├── InvalidArgument      INVALID_ARGUMENT

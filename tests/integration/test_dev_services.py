@@ -1,4 +1,4 @@
-"""Bundled Redis (AOF) and PostgreSQL for machines where none runs (DESIGN.md §6)."""
+"""Bundled Redis (AOF) and PostgreSQL for machines where none runs (docs/ARCHITECTURE.md §6)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A client generated from protos/ alone (in a separate interpreter, no worldserve code) creates
-a TERMINAL session, streams a step and sees each status code of DESIGN.md §3."""
+a TERMINAL session, streams a step and sees each status code of docs/ARCHITECTURE.md §3."""
 
 from __future__ import annotations
 

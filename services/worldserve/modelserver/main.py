@@ -10,7 +10,7 @@ from worldserve.settings import Settings
 
 
 def triton_env_fix() -> None:
-    """Triton's Python-backend stub links the system libpython; point it at ours (DESIGN.md §6)."""
+    """Triton's Python-backend stub links the system libpython; point it at ours (docs/ARCHITECTURE.md §6)."""
     libdir = sysconfig.get_config_var("LIBDIR")
     current = os.environ.get("LD_LIBRARY_PATH", "")
     if libdir and libdir not in current.split(":"):

@@ -1,0 +1,114 @@
+"""Benchmark: CPU decoding speed of the committed checkpoint at batch 1 (target ≥ 100 tokens/s).
+
+    .venv/bin/python bench/decode_speed.py [--tokens 200] [--prompts 12] [--repeats 3]
+
+Two measurements in one run, one process, on the real checkpoint and real held-out prompts
+(the prompts the gateway renders for held-out Terminal and MCP turns):
+
+- **forced decode** (the baseline): transformers ``generate`` at batch 1, greedy, exactly
+  ``--tokens`` new tokens (``min_new_tokens``) after the prompt; tokens/s over the decode part
+  (the time to the first token is measured alone and subtracted);
+- **engine**: the model server's ``TransformersEngine`` (what Triton serves), one request at a
+  time, the model's own answers (it stops at ``<|im_end|>``); output tokens/s per request,
+  prefill included. Reported as a ratio to the forced-decode figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import torch
+from common import machine
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from worldserve.domains.chat import render_chat
+from worldserve.modelserver.contract import GenerationRequest
+from worldserve.modelserver.engines import Delta
+from worldserve.modelserver.transformers_engine import TransformersEngine
+from worldserve.settings import DEFAULT_MODEL_DIR
+from worldserve.training.collect import Episode
+from worldserve.training.sequence import messages_for
+
+
+def held_out_prompts(model_dir: Path, count: int) -> list[str]:
+    template = (model_dir / "chat_template.jinja").read_text()
+    episodes = [Episode.from_json(line)
+                for line in (model_dir / "data" / "heldout_episodes.jsonl").open()]
+    prompts = [render_chat(template, messages_for(ep, k)) for ep in episodes
+               for k in range(len(ep.turns))]
+    step = max(1, len(prompts) // count)
+    return prompts[::step][:count]
+
+
+@torch.no_grad()
+def forced_decode(model_dir: Path, prompts: list[str], tokens: int, repeats: int) -> list[float]:
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    rates = []
+    for prompt in prompts[:repeats]:
+        ids = tok(prompt, return_tensors="pt", add_special_tokens=False)
+        t0 = time.perf_counter()
+        model.generate(**ids, max_new_tokens=1, do_sample=False, pad_token_id=tok.pad_token_id)
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        model.generate(**ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False,
+                       pad_token_id=tok.pad_token_id)
+        total = time.perf_counter() - t0
+        rates.append((tokens - 1) / max(total - first, 1e-9))
+    return rates
+
+
+def engine_rates(model_dir: Path, prompts: list[str]) -> tuple[list[float], list[int]]:
+    engine = TransformersEngine(model_dir, device="cpu", max_batch_size=1,
+                                prefix_cache_bytes=0)  # no reuse between the prompts
+    rates, counts = [], []
+    try:
+        for prompt in prompts:
+            done = threading.Event()
+            out: list[Delta] = []
+
+            def sink(d: Delta, out: list[Delta] = out, done: threading.Event = done) -> None:
+                out.append(d)
+                if d.finish_reason is not None:
+                    done.set()
+
+            t0 = time.perf_counter()
+            engine.submit(GenerationRequest(prompt, max_tokens=256), sink)
+            done.wait(120)
+            elapsed = time.perf_counter() - t0
+            n = sum(d.num_output_tokens for d in out)
+            rates.append(n / elapsed)
+            counts.append(n)
+    finally:
+        engine.close()
+    return rates, counts
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", type=Path, default=DEFAULT_MODEL_DIR)
+    ap.add_argument("--tokens", type=int, default=200)
+    ap.add_argument("--prompts", type=int, default=12)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    prompts = held_out_prompts(args.model, args.prompts)
+    forced = forced_decode(args.model, prompts, args.tokens, args.repeats)
+    served, counts = engine_rates(args.model, prompts)
+    base = statistics.median(forced)
+    print(f"Machine: {machine()}; torch threads {torch.get_num_threads()}.")
+    print(f"prompts: {len(prompts)} held-out prompts, median "
+          f"{statistics.median(len(p) for p in prompts)} characters")
+    print(f"forced decode, batch 1, {args.tokens} tokens: median {base:.0f} tokens/s "
+          f"(runs: {', '.join(f'{r:.0f}' for r in forced)})")
+    print(f"engine, batch 1, the model's own answers (median {statistics.median(counts):.0f} "
+          f"tokens, prefill included): median {statistics.median(served):.0f} tokens/s "
+          f"= {statistics.median(served) / base:.2f}x forced decode")
+
+
+if __name__ == "__main__":
+    main()
