@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 WHEELS := $(wildcard /opt/wheels)
 
-.PHONY: install demo up test check lint typecheck proto proto-check train clean loadtest
+.PHONY: install demo up test check lint typecheck proto proto-check train train-quick eval-model clean loadtest
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -42,8 +42,14 @@ proto: install           ## regenerate services/worldserve/v1 from protos/
 proto-check: install
 	$(PY) -m pytest -q tests/unit/test_codegen.py
 
-train: install           ## collect trajectories and retrain the default checkpoint (~25 min)
-	$(PY) -m worldserve.training.train --out models/worldserve-tiny-moe
+train: install           ## retrain the committed checkpoint (resumable; ~110 min on 2 cores)
+	$(PY) -m worldserve.training.train --profile full --out models/worldserve-tiny-moe
+
+train-quick: install     ## a smaller model in .worldserve/model-quick (resumable; < 30 min)
+	$(PY) -m worldserve.training.train --profile quick --out .worldserve/model-quick
+
+eval-model: install      ## held-out fidelity of the committed checkpoint, per command and fault
+	$(PY) -m worldserve.training.heldout --model models/worldserve-tiny-moe
 
 clean:
 	rm -rf .worldserve .pytest_cache .mypy_cache .ruff_cache

@@ -90,5 +90,10 @@ async def test_admin_cli_round_trip(key_prefix: str, redis_url: str, database_ur
         code, out = await run_cli(env, "admin", "key", "revoke", made["key_id"], "--format",
                                   "json")
         assert code == 0 and json.loads(out)[0]["revoked"], out
+        code, out = await run_cli(env, "admin", "models", "--format", "json")
+        assert code == 0, out
+        assert json.loads(out) == [{"version": settings.model_version_label,
+                                    "aliases": f"stable,{settings.model_version_label.split('@')[0]}",
+                                    "domains": "TERMINAL,MCP"}]
         code, out = await run_cli(env, "db", "upgrade")
         assert code == 0 and "revision 0001" in out, out

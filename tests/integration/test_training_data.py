@@ -127,3 +127,26 @@ def test_episode_json_round_trip() -> None:
     ep = Episode("TERMINAL", "train", 0, "t", "s", [collect.Turn("ls", "a", "r", "ls")])
     from dataclasses import asdict
     assert Episode.from_json(json.dumps(asdict(ep))) == ep
+
+
+def test_training_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    work, out = tmp_path / "work", tmp_path / "out"
+    base = [sys.executable, "-m", "worldserve.training.train", "--profile", "quick",
+            "--episodes", "9", "--work", str(work), "--out", str(out), "--skip-eval",
+            "--vocab", "400", "--max-len", "512"]
+    first = subprocess.run([*base, "--minutes", "0.05"], capture_output=True, text=True,
+                           timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    log = (work / "progress.log").read_text()
+    assert "trained" in log and "resumed" not in log
+    assert (out / "model.safetensors").exists() and (out / "README.md").exists()
+    second = subprocess.run([*base, "--minutes", "0.1"], capture_output=True, text=True,
+                            timeout=300)
+    assert second.returncode == 0, second.stdout + second.stderr
+    log = (work / "progress.log").read_text()
+    assert "collecting" not in second.stdout  # the data was kept
+    assert "resumed at step" in log
+    assert json.loads((out / "training.json").read_text())["steps"] >= 1

@@ -95,6 +95,15 @@ def tenant_list(target: str = TARGET, api_key: str = API_KEY, fmt: str = FORMAT)
     render(console, "tenants", TENANT_COLUMNS, _tenant_rows(list(reply.tenants)), fmt)
 
 
+@admin_app.command("models")
+def models(target: str = TARGET, api_key: str = API_KEY, fmt: str = FORMAT) -> None:
+    """Served model versions, their aliases and the domains each simulates."""
+    with admin_stub(target, api_key) as (stub, md):
+        reply = stub.ListModels(apb.ListModelsRequest(), metadata=md)
+    render(console, "models", ["version", "aliases", "domains"],
+           [[m.version, ",".join(m.aliases), ",".join(m.domains)] for m in reply.models], fmt)
+
+
 @tenant_app.command("show")
 def tenant_show(tenant_id: str, target: str = TARGET, api_key: str = API_KEY,
                 fmt: str = FORMAT) -> None:
