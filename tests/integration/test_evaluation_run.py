@@ -99,7 +99,7 @@ async def test_eval_cli_writes_reports(key_prefix, redis_url, tmp_path) -> None:
     settings = Settings(gateway_port=0, key_prefix=key_prefix, dev_api_key=TEST_KEY)
     async with running_gateway(settings, redis_url, EchoBackend()) as gw:
         proc = await asyncio.create_subprocess_exec(
-            str(BIN), "eval", "--data", str(FIXTURE), "--model", "worldserve-tiny-moe@2",
+            str(BIN), "eval", "--data", str(FIXTURE),  # no --model: the deployment's default
             "--out", str(tmp_path / "r"), "--limit", "6", "--target", f"127.0.0.1:{gw.port}",
             "--api-key", TEST_KEY, env=dict(os.environ, COLUMNS="160"),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)

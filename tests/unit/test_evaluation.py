@@ -31,6 +31,9 @@ def test_metrics() -> None:
     assert half is not None and 0 < half < 1
     s = metrics.score("x", "y", False)
     assert s["format_valid"] == 0.0 and s["json_structure"] is None
+    # a shell's output may happen to parse as JSON ("42"): structure is scored for MCP only
+    assert metrics.score("41", "42", True, domain="TERMINAL")["json_structure"] is None
+    assert metrics.score("41", "42", True, domain="MCP")["json_structure"] == 1.0
 
 
 def test_judge_answers_are_parsed_and_normalised() -> None:

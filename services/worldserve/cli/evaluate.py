@@ -14,11 +14,14 @@ from worldserve.cli.output import render
 from worldserve.settings import Settings
 
 console = Console()
+SHORT = {"format_valid": "format", "exact_match": "exact", "token_f1": "F1", "rouge_l": "ROUGE-L",
+         "json_structure": "JSON", "fault_visible": "fault"}  # the table fits 80 columns
 
 
 def evaluate(
     data: Path = typer.Option(..., "--data", help="Directory of *_test.jsonl files."),
-    model: str = typer.Option(..., "--model", help="name@version (or an alias) to evaluate."),
+    model: str = typer.Option("", "--model", help="name@version (or an alias) to evaluate; "
+                              "default: the deployment's default model."),
     out: Path | None = typer.Option(None, "--out", help="Results directory; default "
                                     "eval-results/<model>. Rerunning resumes."),
     concurrency: int = typer.Option(4, help="Samples in flight."),
@@ -45,7 +48,7 @@ def evaluate(
     if limit:
         samples = samples[:limit]
     settings = Settings()
-    out_dir = out or Path("eval-results") / model.replace("@", "_").replace("/", "_")
+    out_dir = out or Path("eval-results") / (model or "default").replace("@", "_").replace("/", "_")
     judge = Judge(judge_url, judge_model, judge_key) if judge_url else None
     address = target or f"{settings.gateway_host}:{settings.gateway_port}"
     key = api_key or settings.api_key or settings.dev_api_key or ""
@@ -53,7 +56,7 @@ def evaluate(
     async def go():  # type: ignore[no-untyped-def]
         with Progress("[progress.description]{task.description}", BarColumn(),
                       MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bar:
-            task = bar.add_task(f"evaluating {model}", total=len(samples))
+            task = bar.add_task(f"evaluating {model or 'the default model'}", total=len(samples))
             async with AsyncClient(address, api_key=key) as client:
                 return await run(samples, client, model, out_dir, concurrency=concurrency,
                                  max_tokens=max_tokens, judge=judge,
@@ -61,12 +64,12 @@ def evaluate(
 
     result = asyncio.run(go())
     summary = report.aggregate(result.rows)
-    title = f"fidelity of {model} on {data}"
+    title = f"fidelity of {model or 'the default model'} on {data}"
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     (out_dir / "report.md").write_text(report.markdown(title, summary))
     (out_dir / "report.html").write_text(report.to_html(title, summary))
     cols = report.columns(summary)
-    render(console, title, ["domain", *cols],
+    render(console, title, ["group", *(SHORT.get(c, c) for c in cols)],
            [[name, *(report.cell(c, v.get(c)) for c in cols)] for name, v in summary.items()])
     console.print(f"{len(result.rows)} samples scored ({result.skipped} from an earlier run); "
                   f"reports in {out_dir}")

@@ -91,11 +91,15 @@ def fault_visible(kind: str, predicted: str, reference: str, untruncated: str = 
     return predicted.strip() == reference.strip()  # stale_data: the old answer itself
 
 
+JSON_DOMAINS = frozenset({"MCP"})  # whose observations are JSON objects
+
+
 def score(predicted: str, reference: str, format_valid: bool, fault: str = "",
-          untruncated: str = "") -> dict[str, float | None]:
+          untruncated: str = "", domain: str = "MCP") -> dict[str, float | None]:
     return {"format_valid": float(format_valid), "exact_match": exact_match(predicted, reference),
             "token_f1": token_f1(predicted, reference), "rouge_l": rouge_l(predicted, reference),
-            "json_structure": json_structure(predicted, reference),
+            "json_structure": (json_structure(predicted, reference)
+                               if domain in JSON_DOMAINS else None),
             "fault_visible": (float(format_valid and fault_visible(fault, predicted, reference,
                                                                    untruncated))
                               if fault else None)}

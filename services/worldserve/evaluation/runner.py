@@ -107,7 +107,7 @@ async def run(samples: list[Sample], client: AsyncClient, model: str, out_dir: P
                "reference": sample.reference, "format_valid": valid, **info,
                "category": sample.category, "fault_kind": sample.fault_kind,
                "scores": metrics.score(predicted, sample.reference, valid, sample.fault_kind,
-                                       sample.untruncated), "judge": judged}
+                                       sample.untruncated, sample.domain), "judge": judged}
         sink.write(json.dumps(row, ensure_ascii=False) + "\n")
         sink.flush()
         rows.append(row)
