@@ -7,6 +7,7 @@ turns chunks into deltas.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -83,5 +84,7 @@ async def generate(backend: Backend, prompt: str, sampling: Sampling, seed: int 
         for part, delta in splitter.feed(suffix):
             yield Delta(part, delta)
         remaining = sampling.max_tokens - (meter.reasoning_tokens - reasoning_before)
-        request = Completion(prompt + "".join(text), max(remaining, 1), sampling.temperature,
-                             sampling.top_p, seed)
+        # The continuation keeps the step's affinity: it must land on the replica that holds
+        # the prompt's KV cache.
+        request = dataclasses.replace(request, prompt=prompt + "".join(text),
+                                      max_tokens=max(remaining, 1))
