@@ -92,6 +92,8 @@ def _stream(client: Client, console: Console, session_id: str, action: str, turn
         else:
             result = event
     assert result is not None
+    if not in_observation:
+        console.print()
     if not result.observation:
         console.print(Text("(no output)", style="dim"), end="")
     console.print()
@@ -114,10 +116,11 @@ def run_episode(client: Client, console: Console, actions: list[str] | None = No
             result = _stream(client, console, session.session_id, action, number - 1)
             turn = CheckedTurn(result, sandbox.run(action, result.fault_kind))
             u = result.usage
-            fault = f" · injected fault: {result.fault_kind}" if result.fault_kind else ""
             console.print(Text(f"turn {result.turn} · {u.input_tokens} in / {u.output_tokens} "
-                               f"out ({u.reasoning_tokens} reasoning) · {result.finish_reason}"
-                               f"{fault}", style="dim"))
+                               f"out ({u.reasoning_tokens} reasoning) · {result.finish_reason}",
+                               style="dim"))
+            if result.fault_kind:
+                console.print(Text(f"injected fault: {result.fault_kind}", style="magenta"))
             if turn.exact:
                 console.print(Text("✓ exact: bash printed the same", style="green"))
             else:
