@@ -170,9 +170,10 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
 
 
 def _bearer(details: grpc.HandlerCallDetails) -> str | None:
-    metadata = dict(details.invocation_metadata or ())
-    header = metadata.get("authorization", "")
-    header = header.decode() if isinstance(header, bytes) else header
+    headers = [v for k, v in (details.invocation_metadata or ()) if k == "authorization"]
+    if len(headers) != 1:  # none, or several: which one is meant is not ours to guess
+        return None
+    header = headers[0].decode() if isinstance(headers[0], bytes) else headers[0]
     scheme, _, key = header.partition(" ")
     return key.strip() if scheme.lower() == "bearer" and key.strip() else None
 
