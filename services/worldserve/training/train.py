@@ -51,7 +51,7 @@ class Profile:
 
 PROFILES = {
     "quick": Profile(episodes=4000, minutes=20.0, eval_episodes=40),
-    "full": Profile(episodes=12000, minutes=100.0, eval_episodes=120),
+    "full": Profile(episodes=12000, minutes=115.0, eval_episodes=120),
 }
 HELDOUT_SEED = 1_000_003
 
