@@ -16,12 +16,12 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 CASES = {
     "gateway_overhead.py": (["--steps", "16", "--rounds", "1", "--concurrency", "1", "4"],
                             "| concurrency | direct p50"),
-    "kv_reuse.py": (["--episodes", "1", "--turns", "3", "--max-tokens", "24"],
+    "kv_reuse.py": (["--episodes", "1", "--turns", "3", "--max-tokens", "128"],
                     "| turn | prompt tokens"),
-    "affinity.py": (["--sessions", "2", "--turns", "2", "--max-tokens", "24"],
+    "affinity.py": (["--sessions", "2", "--turns", "2", "--max-tokens", "128"],
                     "| policy | affinity hit rate"),
     "throughput.py": (["--concurrency", "1", "2", "--turns", "2", "--rounds", "1",
-                       "--max-tokens", "24"], "| concurrent sessions | output tokens/s"),
+                       "--max-tokens", "128"], "| concurrent sessions | output tokens/s"),
 }
 
 

@@ -47,7 +47,7 @@ async def test_world_env_passes_the_gymnasium_checker(make_settings, redis_url) 
     from worldserve.sdk import Client
     from worldserve.sdk.gym import WorldEnv
 
-    settings = make_settings(default_max_tokens=32)
+    settings = make_settings(default_max_tokens=128)
     async with running_gateway(settings, redis_url) as gw:
         def run() -> tuple[list[str], list[float], bool]:
             with Client(f"127.0.0.1:{gw.port}", api_key=TEST_KEY) as client:
