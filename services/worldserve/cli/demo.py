@@ -106,7 +106,8 @@ def run_episode(client: Client, console: Console, actions: list[str] | None = No
     try:
         state = initial_state(sandbox.cwd, FILES)
         session = client.create_session("TERMINAL", task_instruction=TASK, initial_state=state,
-                                        seed=7, faults=FAULT, labels={"demo": "1"})
+                                        seed=7, temperature=0.0, faults=FAULT,
+                                        labels={"demo": "1"})  # greedy: the model's best guess
         console.print(f"[bold]session[/] {session.session_id} · model {session.model_version}")
         console.print(Panel(state, title="initial state", expand=False))
         checked = []
