@@ -30,6 +30,7 @@ from worldserve.sdk import (
     StepResult,
 )
 from worldserve.training.shell import Sandbox
+from worldserve.training.terminal import describe_as
 
 FILES = {
     "notes.txt": "meeting with ravel at noon\nerror budget is low\nship the parser\n",
@@ -57,13 +58,6 @@ class CheckedTurn:
     @property
     def exact(self) -> bool:
         return self.result.observation.strip() == self.real.strip()
-
-
-def initial_state(cwd: Path, files: dict[str, str]) -> str:
-    """The state as the training data describes a directory: listing, then each file."""
-    shown = "\n".join(f"--- {name} ---\n{content.rstrip()}" for name, content in
-                      sorted(files.items()))
-    return f"Working directory {cwd} contains: {', '.join(sorted(files))}\n{shown}"
 
 
 def make_sandbox() -> Sandbox:
@@ -104,7 +98,7 @@ def run_episode(client: Client, console: Console, actions: list[str] | None = No
                 on_turn: Callable[[CheckedTurn], None] | None = None) -> list[CheckedTurn]:
     sandbox = make_sandbox()
     try:
-        state = initial_state(sandbox.cwd, FILES)
+        state = describe_as(0, sandbox.cwd, FILES)  # phrased as the training data's first
         session = client.create_session("TERMINAL", task_instruction=TASK, initial_state=state,
                                         seed=7, temperature=0.0, faults=FAULT,
                                         labels={"demo": "1"})  # greedy: the model's best guess

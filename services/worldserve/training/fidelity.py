@@ -1,4 +1,4 @@
-"""Fidelity scores of predicted against real observations (pure)."""
+"""Token F1 of a predicted against a real observation (pure)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,3 @@ def token_f1(predicted: str, reference: str) -> float:
         return 0.0
     precision, recall = common / len(p), common / len(r)
     return 2 * precision * recall / (precision + recall)
-
-
-def score_pairs(pairs: list[tuple[str, str]]) -> dict[str, object]:
-    """Exact match and mean token F1 over (predicted, reference) pairs."""
-    n = max(len(pairs), 1)
-    exact = sum(p.strip() == r.strip() for p, r in pairs) / n
-    f1 = sum(token_f1(p, r) for p, r in pairs) / n
-    return {"n": len(pairs), "exact_match": round(exact, 4), "token_f1": round(f1, 4)}

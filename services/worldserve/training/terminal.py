@@ -331,13 +331,21 @@ class TerminalEpisode:
         return out
 
 
+STATE_HEADS = ("Working directory {cwd} contains: {listing}",
+               "Current directory: {cwd}\nFiles: {listing}",
+               "cwd {cwd} holds {listing}")
+
+
 def describe(cwd: Path, files: dict[str, str], dirs: list[str], rng: random.Random) -> str:
-    """The initial state as a user would write it: the listing, then each file's content."""
+    """The initial state as a user would write it, in one of the phrasings users use."""
+    return describe_as(STATE_HEADS.index(rng.choice(STATE_HEADS)), cwd, files, dirs)
+
+
+def describe_as(phrasing: int, cwd: Path, files: dict[str, str], dirs: list[str] = ()  # type: ignore[assignment]
+                ) -> str:
+    """The listing in ``STATE_HEADS[phrasing]``, then each file's content."""
     top = sorted({f.split("/")[0] + ("/" if "/" in f else "") for f in files}
                  | {d.split("/")[0] + "/" for d in dirs})
-    head = rng.choice(["Working directory {cwd} contains: {listing}",
-                       "Current directory: {cwd}\nFiles: {listing}",
-                       "cwd {cwd} holds {listing}"])
-    text = head.format(cwd=cwd, listing=", ".join(top))
+    text = STATE_HEADS[phrasing].format(cwd=cwd, listing=", ".join(top))
     shown = "\n".join(f"--- {n} ---\n{c.rstrip(chr(10))}" for n, c in sorted(files.items()))
     return f"{text}\n{shown}" if shown else text
