@@ -115,7 +115,7 @@ def mcp_episode(index: int, rng: random.Random, vocab: Vocab, server: ToolServer
 
 
 def _episodes(worker: int, workers: int, count: int, seed: int, split: str,
-              first: int) -> Iterator[Episode]:
+              first: int, fault_rate: float = FAULT_RATE) -> Iterator[Episode]:
     server = ToolServer()
     try:
         for index in range(first, count, workers):
@@ -123,18 +123,18 @@ def _episodes(worker: int, workers: int, count: int, seed: int, split: str,
             vocab = Vocab(rng, split)
             turns = rng.randint(2, MAX_TURNS)
             if index % 3 == 2:
-                yield mcp_episode(index, rng, vocab, server, turns)
+                yield mcp_episode(index, rng, vocab, server, turns, fault_rate)
             else:
-                yield terminal_episode(index, rng, vocab, worker, turns)
+                yield terminal_episode(index, rng, vocab, worker, turns, fault_rate)
     finally:
         server.close()
 
 
-def _work(args: tuple[int, int, int, int, str, int, str]) -> int:
-    worker, workers, count, seed, split, first, path = args
+def _work(args: tuple[int, int, int, int, str, int, str, float]) -> int:
+    worker, workers, count, seed, split, first, path, fault_rate = args
     n = 0
     with open(f"{path}.part{worker}", "a") as fh:
-        for ep in _episodes(worker, workers, count, seed, split, first):
+        for ep in _episodes(worker, workers, count, seed, split, first, fault_rate):
             fh.write(json.dumps(asdict(ep)) + "\n")
             fh.flush()
             n += 1
@@ -142,8 +142,11 @@ def _work(args: tuple[int, int, int, int, str, int, str]) -> int:
 
 
 def collect(path: Path, count: int, seed: int, split: str = "train",
-            workers: int = 2, progress: bool = True) -> list[Episode]:
-    """``count`` episodes in ``path`` (JSONL, ordered by index); resumes a partial run."""
+            workers: int = 2, progress: bool = True,
+            fault_rate: float = FAULT_RATE) -> list[Episode]:
+    """``count`` episodes in ``path`` (JSONL, ordered by index); resumes a partial run.
+
+    ``fault_rate``: the share of episodes whose last turn carries a fault."""
     if path.exists():
         have = [Episode.from_json(line) for line in path.open()]
         if len(have) >= count:
@@ -166,7 +169,7 @@ def collect(path: Path, count: int, seed: int, split: str = "train",
     for w in range(workers):
         mine = [i for i in done if i % workers == w]
         first = max(mine) + workers if mine else w
-        jobs.append((w, workers, count, seed, split, first, str(path)))
+        jobs.append((w, workers, count, seed, split, first, str(path), fault_rate))
     if progress:
         print(f"collecting {count - len(done)} {split} episodes ({len(done)} kept)", flush=True)
     if workers == 1:

@@ -17,7 +17,7 @@ import math
 import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -25,7 +25,7 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_token
 from transformers import PreTrainedTokenizerFast, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 from worldserve.training import card
-from worldserve.training.collect import Episode, collect
+from worldserve.training.collect import FAULT_RATE, Episode, collect
 from worldserve.training.sequence import segments
 
 CHAT_TEMPLATE = (
@@ -41,17 +41,32 @@ PIECES = r"\s|\d|[^\w\s]+"
 
 
 @dataclass(frozen=True)
-class Profile:
+class Stage:
+    """One training run: its own data (seed, size, fault share), budget and peak lr. A stage
+    after the first starts from the weights and tokenizer of the one before (fresh optimizer)."""
+
     episodes: int
     minutes: float
+    seed: int = 0
+    fault_rate: float = FAULT_RATE
+    lr: float = 2e-3
+    warmup_steps: int = 100
+
+
+@dataclass(frozen=True)
+class Profile:
+    stages: tuple[Stage, ...]
     eval_episodes: int
     batch_tokens: int = 4096
-    lr: float = 2e-3
 
 
 PROFILES = {
-    "quick": Profile(episodes=4000, minutes=20.0, eval_episodes=40),
-    "full": Profile(episodes=12000, minutes=115.0, eval_episodes=120),
+    "quick": Profile((Stage(episodes=4000, minutes=20.0),), eval_episodes=40),
+    # Stage 1 made worldserve-tiny-moe@2; stage 2 continues it on fresh data (other seed) with
+    # half the episodes ending in a fault (docs/MODEL.md).
+    "full": Profile((Stage(episodes=12000, minutes=115.0),
+                     Stage(episodes=16000, minutes=105.0, seed=1, fault_rate=0.5, lr=1.5e-3)),
+                    eval_episodes=120),
 }
 HELDOUT_SEED = 1_000_003
 
@@ -153,19 +168,41 @@ def _save_checkpoint(path: Path, state: dict[str, object]) -> None:
     os.replace(tmp, path)
 
 
-def train(args: argparse.Namespace, profile: Profile) -> None:
-    work: Path = args.work
-    work.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(args.seed)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    train_eps = collect(work / "train.jsonl", profile.episodes, seed=args.seed)
-    held = collect(work / "heldout.jsonl", profile.eval_episodes, seed=HELDOUT_SEED,
-                   split="heldout")
-    log(work, f"data: {len(train_eps)} train / {len(held)} held-out episodes")
+@dataclass
+class StageResult:
+    model: Qwen3MoeForCausalLM
+    tok: PreTrainedTokenizerFast
+    record: dict[str, object]
 
-    tok_dir = work / "tokenizer"
+
+def stage_dir(work: Path, index: int) -> Path:
+    return work / f"stage{index + 1}"
+
+
+def _load_tokenizer(d: Path) -> PreTrainedTokenizerFast:
+    tok = PreTrainedTokenizerFast.from_pretrained(d)
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
+              batch_tokens: int) -> StageResult:
+    """Train one stage to its budget (resuming its checkpoint); the model stays in memory."""
+    sdir = stage_dir(work, index)
+    sdir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(args.seed + index)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    train_eps = collect(sdir / "train.jsonl", stage.episodes, seed=args.seed + stage.seed,
+                        fault_rate=stage.fault_rate)
+    log(work, f"stage {index + 1}: {len(train_eps)} train episodes "
+              f"(seed {args.seed + stage.seed}, fault share {stage.fault_rate})")
+    prev = stage_dir(work, index - 1) / "model" if index else None
+    tok_dir = sdir / "tokenizer"
     if (tok_dir / "tokenizer.json").exists():
-        tok = PreTrainedTokenizerFast.from_pretrained(tok_dir)
+        tok = _load_tokenizer(tok_dir)
+    elif prev is not None:
+        tok = _load_tokenizer(prev)
+        tok.save_pretrained(tok_dir)
     else:
         texts = ["".join(t for t, _ in segments(e, CHAT_TEMPLATE, 0.0)) for e in train_eps[:3000]]
         tok = build_tokenizer(texts, args.vocab)
@@ -175,11 +212,15 @@ def train(args: argparse.Namespace, profile: Profile) -> None:
     log(work, f"tokenizer: {len(tok)} entries; {total_tokens / 1e6:.2f} M tokens per epoch, "
               f"{sum(sum(1 for x in w if x == 1.0) for _, w in encoded) / 1e6:.2f} M answer tokens")
 
-    model = make_model(len(tok), tok)
+    if prev is not None:
+        model = Qwen3MoeForCausalLM.from_pretrained(prev, dtype=torch.float32)
+        log(work, f"stage {index + 1} starts from {prev}")
+    else:
+        model = make_model(len(tok), tok)
     model.to(device)  # type: ignore[arg-type]
-    opt = torch.optim.AdamW(model.parameters(), lr=profile.lr, weight_decay=0.01,
+    opt = torch.optim.AdamW(model.parameters(), lr=stage.lr, weight_decay=0.01,
                             betas=(0.9, 0.95))
-    ckpt = work / "checkpoint.pt"
+    ckpt = sdir / "checkpoint.pt"
     step, elapsed, seen = 0, 0.0, 0
     if ckpt.exists():
         state = torch.load(ckpt, weights_only=False)
@@ -187,17 +228,23 @@ def train(args: argparse.Namespace, profile: Profile) -> None:
         opt.load_state_dict(state["optimizer"])
         step, elapsed, seen = state["step"], state["elapsed"], state["tokens"]
         log(work, f"resumed at step {step}, {elapsed:.0f}s trained, {seen / 1e6:.2f} M tokens")
-    budget_s = profile.minutes * 60
-    rng = random.Random(f"{args.seed}:{step}")
+    budget_s = stage.minutes * 60
+    rng = random.Random(f"{args.seed}:{index}:{step}")
     autocast = torch.autocast(device, dtype=torch.bfloat16)
     last_save = time.time()
     start = time.time() - elapsed
+
+    def save() -> None:
+        _save_checkpoint(ckpt, {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                                "step": step, "elapsed": time.time() - start, "tokens": seen})
+
     while time.time() - start < budget_s:
-        for batch in batches(encoded, profile.batch_tokens, rng):
+        for batch in batches(encoded, batch_tokens, rng):
             frac = (time.time() - start) / budget_s
             if frac >= 1:
                 break
-            lr = profile.lr * min(1.0, (step + 1) / 100) * (0.1 + 0.45 * (1 + math.cos(math.pi * frac)))
+            lr = (stage.lr * min(1.0, (step + 1) / stage.warmup_steps)
+                  * (0.1 + 0.45 * (1 + math.cos(math.pi * frac))))
             for g in opt.param_groups:
                 g["lr"] = lr
             model.train()
@@ -215,30 +262,66 @@ def train(args: argparse.Namespace, profile: Profile) -> None:
                 log(work, f"step {step} loss {loss.item():.4f} lr {lr:.2e} tokens "
                           f"{seen / 1e6:.2f}M elapsed {time.time() - start:.0f}s")
             if time.time() - last_save > args.checkpoint_minutes * 60:
-                _save_checkpoint(ckpt, {"model": model.state_dict(), "optimizer": opt.state_dict(),
-                                        "step": step, "elapsed": time.time() - start,
-                                        "tokens": seen})
+                save()
                 last_save = time.time()
+    save()
     elapsed = time.time() - start
-    _save_checkpoint(ckpt, {"model": model.state_dict(), "optimizer": opt.state_dict(),
-                            "step": step, "elapsed": elapsed, "tokens": seen})
     log(work, f"trained {step} steps, {seen / 1e6:.2f} M tokens in {elapsed:.0f}s")
+    record = {"stage": index + 1, "train_episodes": len(train_eps), "data_seed": args.seed + stage.seed,
+              "fault_share": stage.fault_rate, "peak_lr": stage.lr,
+              "tokens_per_epoch": total_tokens, "tokens_seen": seen, "steps": step,
+              "train_seconds": round(elapsed), "device": device}
+    return StageResult(model, tok, record)
 
-    out: Path = args.out
+
+def export(result: StageResult, out: Path, training: dict[str, object]) -> None:
+    """A Hugging Face checkpoint directory: weights, tokenizer, chat template, training.json."""
     out.mkdir(parents=True, exist_ok=True)
+    model = result.model
     model.config.use_cache = True
     model.to("cpu")  # type: ignore[arg-type]
     model.save_pretrained(out, safe_serialization=True)
-    tok.save_pretrained(out)
+    result.tok.save_pretrained(out)
     (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    (out / "training.json").write_text(json.dumps(training, indent=2) + "\n")
+
+
+def _stage_record(d: Path) -> dict[str, object]:
+    """What a finished stage's training.json says about that stage (its last record)."""
+    raw = json.loads((d / "training.json").read_text())
+    stages = raw.get("stages")
+    return dict(stages[-1]) if stages else {k: v for k, v in raw.items() if k != "profile"}
+
+
+def train(args: argparse.Namespace, profile: Profile) -> None:
+    work: Path = args.work
+    work.mkdir(parents=True, exist_ok=True)
+    held = collect(work / "heldout.jsonl", profile.eval_episodes, seed=HELDOUT_SEED,
+                   split="heldout")
+    log(work, f"held-out: {len(held)} episodes")
+    records: list[dict[str, object]] = []
+    last = len(profile.stages) - 1
+    result: StageResult | None = None
+    for index, stage in enumerate(profile.stages):
+        done = stage_dir(work, index) / "model"
+        if index < last and (done / "config.json").exists():
+            records.append(_stage_record(done))
+            log(work, f"stage {index + 1} done: {done}")
+            continue
+        result = run_stage(args, work, index, stage, profile.batch_tokens)
+        records.append(result.record)
+        if index < last:
+            export(result, done, {"profile": args.profile, "stages": records})
+    assert result is not None
+    out: Path = args.out
+    training = {"profile": args.profile, "stages": records,
+                "tokens_seen": sum(int(str(r["tokens_seen"])) for r in records),
+                "train_seconds": sum(int(str(r["train_seconds"])) for r in records),
+                "parameters": sum(p.numel() for p in result.model.parameters())}
+    export(result, out, training)
     data_dir = out / "data"
     data_dir.mkdir(exist_ok=True)
     (data_dir / "heldout_episodes.jsonl").write_text((work / "heldout.jsonl").read_text())
-    training = {"profile": args.profile, "train_episodes": len(train_eps),
-                "tokens_per_epoch": total_tokens, "tokens_seen": seen, "steps": step,
-                "train_seconds": round(elapsed), "device": device,
-                "parameters": sum(p.numel() for p in model.parameters())}
-    (out / "training.json").write_text(json.dumps(training, indent=2) + "\n")
     if not args.skip_eval:
         from worldserve.training.heldout import evaluate_checkpoint
         report = evaluate_checkpoint(out, held)
@@ -254,8 +337,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("models/worldserve-tiny-moe"))
     ap.add_argument("--work", type=Path, default=None,
                     help="data and checkpoints (default .worldserve/train-<profile>)")
-    ap.add_argument("--minutes", type=float, default=None, help="override the profile's budget")
-    ap.add_argument("--episodes", type=int, default=None, help="override the profile's data size")
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="override the last stage's budget")
+    ap.add_argument("--episodes", type=int, default=None,
+                    help="override the last stage's data size")
     ap.add_argument("--vocab", type=int, default=3000)
     ap.add_argument("--max-len", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=0)
@@ -266,8 +351,10 @@ def main() -> None:
     args = ap.parse_args()
     profile = PROFILES[args.profile]
     if args.minutes is not None or args.episodes is not None:
-        profile = Profile(args.episodes or profile.episodes, args.minutes or profile.minutes,
-                          profile.eval_episodes, profile.batch_tokens, profile.lr)
+        *head, tail = profile.stages
+        tail = replace(tail, episodes=args.episodes or tail.episodes,
+                       minutes=args.minutes or tail.minutes)
+        profile = replace(profile, stages=(*head, tail))
     args.work = args.work or Path(f".worldserve/train-{args.profile}")
     train(args, profile)
 
