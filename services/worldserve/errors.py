@@ -19,6 +19,22 @@
 
 from __future__ import annotations
 
+ECHO_CHARS = 80  # how much of a caller's input an error message repeats
+MESSAGE_CHARS = 1024  # the longest message a status carries (metadata stays small)
+
+
+def echo(value: object) -> str:
+    """A caller's input for an error message: cut to ``ECHO_CHARS``, saying its full length."""
+    text = str(value)
+    if len(text) <= ECHO_CHARS:
+        return text
+    return f"{text[:ECHO_CHARS]}… ({len(text)} characters)"
+
+
+def capped(message: str) -> str:
+    """``message`` cut to ``MESSAGE_CHARS``: what a status may carry back to the caller."""
+    return message if len(message) <= MESSAGE_CHARS else message[:MESSAGE_CHARS] + "…"
+
 
 class WorldserveError(Exception):
     """Base of every error the platform reports to a caller."""

@@ -86,6 +86,17 @@ ints = st.one_of(st.integers(-5, 300), st.integers(-(2**31), 2**31 - 1))
 floats = st.floats(allow_nan=True, allow_infinity=True, width=32)
 
 
+NASTY_IMPORTS = [  # non-finite numbers, deep nesting, NUL, lone surrogates, over-long strings
+    *(f'{{"task": "terminal", "turn_idx": {n}, "prompt": ["ls"], "response": ["a"]}}'.encode()
+      for n in ("1e400", "-1e400", "Infinity", "-Infinity", "NaN", "1.5", "true", "[1]")),
+    b'{"task": "terminal", "prompt": ["ls"], "response": [' + b"[" * 5000 + b"]" * 5000 + b"]}",
+    rb'{"task": "terminal", "prompt": ["l\u0000s"], "response": ["a\u0000"]}',
+    rb'{"task": "terminal", "prompt": ["\ud800"], "response": ["a"]}',
+    b'{"task": "terminal", "prompt": ["' + b"x" * 40_000 + b'"], "response": ["a"]}',
+    b'{"task": "mcp", "prompt": [{"deep": ' + b"[" * 3000 + b"]" * 3000 + b'}], "response": []}',
+]
+
+
 @st.composite
 def requests(draw: st.DrawFn, sids: list[str]) -> tuple[str, Any]:
     sid = draw(st.one_of(st.sampled_from(sids), text))
@@ -111,7 +122,10 @@ def requests(draw: st.DrawFn, sids: list[str]) -> tuple[str, Any]:
         return method, pb.CreateSessionRequest(
             domain=domain, model=draw(text), task_instruction=draw(text),
             initial_state=draw(text), sampling=sampling, faults=faults,
-            ttl_seconds=draw(ints), labels=draw(st.dictionaries(text, text, max_size=3)))
+            ttl_seconds=draw(ints), labels=draw(st.one_of(
+                st.dictionaries(text, text, max_size=3),
+                st.dictionaries(st.text(max_size=8), st.text(max_size=4), min_size=60,
+                                max_size=70))))
     if method in ("Step", "StreamStep"):
         return method, step
     if method == "GetSession":
@@ -136,6 +150,7 @@ def requests(draw: st.DrawFn, sids: list[str]) -> tuple[str, Any]:
             ["", "json", "agentworldbench", "xml"])), include_forks=draw(st.booleans()))
     record = draw(st.one_of(
         st.binary(max_size=200),
+        st.sampled_from(NASTY_IMPORTS),
         st.builds(lambda p, r, t, task: json.dumps({"prompt": p, "response": r, "turn_idx": t,
                                                     "task": task}).encode(),
                   st.lists(st.one_of(text, ints), max_size=3),

@@ -20,6 +20,7 @@ from worldserve.db.models import ApiKey, Quota, Tenant, UsageHourly
 from worldserve.db.urls import sync_url
 from worldserve.errors import AlreadyExists, DatabaseUnavailable, InvalidArgument, NotFound
 from worldserve.quota.limits import month_bounds
+from worldserve.tenancy import inputs
 from worldserve.tenancy.keys import ROLES, NewKey, Principal, generate_key, key_prefix, matches
 from worldserve.tenancy.records import GROUPINGS, KeyInfo, QuotaSpec, TenantInfo, UsageRow
 
@@ -50,6 +51,14 @@ def _quota(row: Any) -> QuotaSpec:
 def _key(row: Any) -> KeyInfo:
     return KeyInfo(row.id, row.tenant_id, row.prefix, row.role, row.name, row.created_at,
                    row.last_used_at, row.revoked_at)
+
+
+def _quota_values(spec: QuotaSpec) -> dict[str, Any]:
+    values: dict[str, Any] = {f: getattr(spec, f) for f in _QUOTA_FIELDS}
+    for f in ("allowed_models", "allowed_domains"):
+        if values[f] is not None:
+            values[f] = list(values[f])
+    return values
 
 
 class Repository:
@@ -94,15 +103,19 @@ class Repository:
 
     # --- tenants ---
 
-    async def create_tenant(self, tenant_id: str, display_name: str = "", default_model: str = ""
-                            ) -> TenantInfo:
-        if not tenant_id or len(tenant_id) > 64 or not all(c.isalnum() or c in "-_." for c in
-                                                           tenant_id):
-            raise InvalidArgument("tenant id: 1-64 characters of letters, digits, '-', '_', '.'")
+    async def create_tenant(self, tenant_id: str, display_name: str = "", default_model: str = "",
+                            quota: QuotaSpec | None = None) -> TenantInfo:
+        """A new tenant, with its quota when given: both written in one transaction."""
+        inputs.tenant_id(tenant_id)
+        inputs.text("display_name", display_name)
+        inputs.text("default_model", default_model)
+        values = _quota_values(inputs.quota(quota)) if quota is not None else None
         try:
             async with self._tx() as conn:
                 await conn.execute(insert(Tenant).values(id=tenant_id, display_name=display_name,
                                                          default_model=default_model))
+                if values is not None:
+                    await conn.execute(insert(Quota).values(tenant_id=tenant_id, **values))
         except IntegrityError as exc:
             raise AlreadyExists(f"tenant {tenant_id} already exists") from exc
         return await self.get_tenant(tenant_id)
@@ -158,13 +171,7 @@ class Repository:
         return _quota(row)
 
     async def set_quota(self, tenant_id: str, spec: QuotaSpec) -> QuotaSpec:
-        values = {f: getattr(spec, f) for f in _QUOTA_FIELDS}
-        for f in ("allowed_models", "allowed_domains"):
-            if values[f] is not None:
-                values[f] = list(values[f])
-        for f in _QUOTA_FIELDS[:4]:
-            if values[f] is not None and values[f] < 0:
-                raise InvalidArgument(f"{f} must not be negative")
+        values = _quota_values(inputs.quota(spec))
         stmt = insert(Quota).values(tenant_id=tenant_id, **values)
         stmt = stmt.on_conflict_do_update(index_elements=[Quota.tenant_id],
                                           set_={**values, "updated_at": func.now()})
@@ -230,8 +237,7 @@ class Repository:
         """Usage from the hourly rollups in [start, end) (hour resolution), grouped ``by``."""
         if by not in GROUPINGS:
             raise InvalidArgument(f"group by one of {', '.join(GROUPINGS)}")
-        if end <= start:
-            raise InvalidArgument("the end of the period must be after its start")
+        inputs.period(start, end)
         h = UsageHourly
         group: Any = {"model": h.model_version, "domain": h.domain,
                       "day": func.to_char(func.timezone("UTC", h.hour), "YYYY-MM-DD")}[by]

@@ -10,6 +10,7 @@ reasoning, tokens, fork parent) ride along under ``worldserve`` so nothing is lo
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -95,6 +96,40 @@ def _fields(prompt: str) -> dict[str, str]:
     return out
 
 
+def _text(value: object) -> str:
+    """A prompt or response as text: strings as they are, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except RecursionError:
+        raise ValueError("a prompt or response is nested too deeply") from None
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _turn_index(record: dict[str, Any]) -> int:
+    """A record's position: its ``turn_idx`` (an integer within ±2^53), else its prompt count."""
+    value = record.get("turn_idx")
+    if value is None:
+        prompts = record.get("prompt")
+        return len(prompts) if isinstance(prompts, list) else 0
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not math.isfinite(value) or abs(value) > 2**53 or value != int(value)):
+        raise ValueError("turn_idx must be an integer")
+    return int(value)
+
+
 def parse_agentworldbench(content: bytes | str, domain: str = "") -> ImportedTrajectory:
     """The fullest record of an AgentWorldBench JSONL text as a history of real turns.
 
@@ -107,18 +142,17 @@ def parse_agentworldbench(content: bytes | str, domain: str = "") -> ImportedTra
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
-                record = json.loads(line)
+                record = json.loads(line, parse_constant=_reject_constant)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"line {number} is not JSON: {exc}") from None
+            except RecursionError:
+                raise ValueError(f"line {number} is nested too deeply") from None
             if not isinstance(record, dict):
                 raise ValueError(f"line {number} is not a JSON object")
             records.append(record)
     if not records:
         raise ValueError("no AgentWorldBench record found")
-    try:
-        record = max(records, key=lambda r: int(r.get("turn_idx") or len(r.get("prompt") or [])))
-    except (TypeError, ValueError):
-        raise ValueError("turn_idx must be an integer") from None
+    record = max(records, key=_turn_index)
     prompts, responses = record.get("prompt"), record.get("response")
     if not isinstance(prompts, list) or not isinstance(responses, list):
         raise ValueError("an AgentWorldBench record needs list fields 'prompt' and 'response'")
@@ -130,17 +164,23 @@ def parse_agentworldbench(content: bytes | str, domain: str = "") -> ImportedTra
     except ValueError:
         raise ValueError(f"unknown domain {name!r}: pass one (the record's task is "
                          f"{record.get('task')!r})") from None
-    first = _fields(str(prompts[0])) if prompts else {}
+    first = _fields(_text(prompts[0])) if prompts else {}
     turns: list[PastTurn] = []
     for prompt, observation in zip(prompts, responses, strict=False):
-        fields = _fields(str(prompt))
-        action = fields.get("Action", str(prompt))
+        text_prompt = _text(prompt)
+        fields = _fields(text_prompt)
+        action = fields.get("Action", text_prompt)
         state = fields.get("Current State", "")
         if state == "As left by the previous turns.":
             state = ""
-        turns.append(PastTurn(action, str(observation), state if len(turns) else ""))
-    return ImportedTrajectory(
+        turns.append(PastTurn(action, _text(observation), state if len(turns) else ""))
+    imported = ImportedTrajectory(
         domain=name, system_prompt=str(record.get("system_str", "")),
         task_instruction=first.get("Task Instruction", "").replace("None given.", ""),
         initial_state=first.get("Current State", ""), turns=turns,
         source_id=str(record.get("id", "")))
+    texts = [imported.system_prompt, imported.initial_state, imported.source_id,
+             *(x for t in turns for x in (t.action, t.observation, t.current_state))]
+    if any(not _is_utf8(x) for x in texts):
+        raise ValueError("a string is not valid Unicode text (an unpaired surrogate)")
+    return imported

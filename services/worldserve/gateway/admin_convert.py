@@ -6,6 +6,7 @@ import datetime as dt
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from worldserve.errors import InvalidArgument
 from worldserve.tenancy.records import KeyInfo, QuotaSpec, TenantInfo, UsageRow
 from worldserve.v1 import admin_pb2 as pb
 
@@ -16,6 +17,14 @@ def timestamp(value: dt.datetime | None) -> Timestamp | None:
     ts = Timestamp()
     ts.FromDatetime(value.astimezone(dt.UTC).replace(tzinfo=None))
     return ts
+
+
+def instant(field: str, ts: Timestamp) -> dt.datetime:
+    """A request's timestamp as an aware datetime; INVALID_ARGUMENT when out of range."""
+    try:
+        return ts.ToDatetime(dt.UTC)
+    except (ValueError, OverflowError, OSError) as exc:
+        raise InvalidArgument(f"{field} is not a valid timestamp") from exc
 
 
 def quota_spec(q: pb.Quota) -> QuotaSpec:

@@ -56,10 +56,12 @@ def status_code(exc: errors.WorldserveError) -> grpc.StatusCode:
 def rich_status(exc: errors.WorldserveError) -> status_pb2.Status:
     """A google.rpc.Status with details: QuotaFailure and RetryInfo on RESOURCE_EXHAUSTED."""
     code = status_code(exc)
-    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=str(exc))
+    message = errors.capped(str(exc))
+    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=message)
     if isinstance(exc, errors.ResourceExhausted):
         failure = error_details_pb2.QuotaFailure(violations=[
-            error_details_pb2.QuotaFailure.Violation(subject=exc.subject, description=str(exc))])
+            error_details_pb2.QuotaFailure.Violation(subject=errors.capped(exc.subject),
+                                                     description=message)])
         status.details.add().Pack(failure)
         if exc.retry_after_s:
             retry = error_details_pb2.RetryInfo(

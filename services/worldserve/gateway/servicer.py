@@ -70,10 +70,10 @@ class SimulatorServicer(pb_grpc.SimulatorServicer):
         size = request.page_size or 50
         if not 0 < size <= MAX_PAGE:
             raise InvalidArgument(f"page_size must be within [1, {MAX_PAGE}]")
-        try:
-            offset = int(request.page_token or 0)
-        except ValueError:
-            raise InvalidArgument("page_token is not one this server issued") from None
+        token = request.page_token or "0"
+        if not (token.isascii() and token.isdigit() and len(token) <= 9):
+            raise InvalidArgument("page_token is not one this server issued")
+        offset = int(token)
         page, next_offset = await self.sim.list_sessions(current_tenant.get(), offset, size)
         return pb.ListSessionsResponse(
             sessions=[convert.session_pb(r, n) for r, n in page],

@@ -29,6 +29,7 @@ from worldserve.errors import (
     NotFound,
     PermissionDenied,
     ResourceExhausted,
+    echo,
 )
 from worldserve.gateway.generation import Delta, Meter, generate
 from worldserve.observability import metrics
@@ -36,6 +37,7 @@ from worldserve.observability.tracing import tracer
 from worldserve.quota.counters import RedisQuota, Reservation
 from worldserve.quota.limits import check_allowed, reservation_tokens
 from worldserve.routing.router import Router
+from worldserve.sessions.limits import check_labels, utf8_size
 from worldserve.sessions.lineage import base_count, fork_lineage
 from worldserve.sessions.records import Sampling, SessionRecord, TurnRecord
 from worldserve.sessions.rules import Verdict, admit, needs_older
@@ -90,10 +92,6 @@ class Restart:
 StepEvent = Delta | Restart | StepResult
 
 
-def _utf8_len(text: str) -> int:
-    return len(text.encode("utf-8"))
-
-
 class Simulator:
     def __init__(self, settings: Settings, store: SessionStore, router: Router,
                  directory: Directory, quota: RedisQuota) -> None:
@@ -113,12 +111,13 @@ class Simulator:
             raise InvalidArgument(f"unknown domain {new.domain!r}") from None
         if new.domain not in s.allowed_domains:
             raise PermissionDenied(f"domain {new.domain} is not enabled on this deployment")
-        if _utf8_len(new.initial_state) > s.max_state_bytes:
+        if utf8_size(new.initial_state) > s.max_state_bytes:
             raise InvalidArgument(f"initial_state exceeds {s.max_state_bytes} bytes")
-        if _utf8_len(new.task_instruction) > s.max_state_bytes:
+        if utf8_size(new.task_instruction) > s.max_state_bytes:
             raise InvalidArgument(f"task_instruction exceeds {s.max_state_bytes} bytes")
-        if new.system_prompt is not None and _utf8_len(new.system_prompt) > s.max_state_bytes:
+        if new.system_prompt is not None and utf8_size(new.system_prompt) > s.max_state_bytes:
             raise InvalidArgument(f"system_prompt exceeds {s.max_state_bytes} bytes")
+        check_labels(new.labels)
         temperature = s.default_temperature if new.temperature is None else new.temperature
         top_p = 1.0 if new.top_p is None else new.top_p
         max_tokens = s.default_max_tokens if new.max_tokens is None else new.max_tokens
@@ -165,7 +164,7 @@ class Simulator:
             task_instruction=new.task_instruction, initial_state=new.initial_state,
             system_prompt=new.system_prompt or system_prompt(Domain(new.domain)),
             sampling=sampling, seed=new.seed, faults=self._fault_policy(new.domain, new.faults),
-            labels=dict(new.labels or {}), ttl_seconds=ttl, created_at=time.time(),
+            labels=check_labels(new.labels), ttl_seconds=ttl, created_at=time.time(),
         )
         await self.store.put(record)
         return record
@@ -174,7 +173,7 @@ class Simulator:
                           ) -> tuple[SessionRecord, list[TurnRecord], int]:
         loaded = await self.store.load(tenant, session_id, with_turns)
         if loaded is None:
-            raise NotFound(f"session {session_id} not found")
+            raise NotFound(f"session {echo(session_id)} not found")
         return loaded.record, loaded.turns, loaded.turn_count
 
     async def list_sessions(self, tenant: str, offset: int, count: int
@@ -194,7 +193,7 @@ class Simulator:
         """A child sharing the parent's first ``at_turn`` turns (copy-on-write, O(depth))."""
         loaded = await self.store.load(tenant, session_id, with_turns=False)
         if loaded is None:
-            raise NotFound(f"session {session_id} not found")
+            raise NotFound(f"session {echo(session_id)} not found")
         parent, total = loaded.record, loaded.turn_count
         at = total if at_turn is None else at_turn
         if not 0 <= at <= total:
@@ -205,12 +204,12 @@ class Simulator:
         child = dataclasses.replace(
             parent, session_id="s_" + uuid.uuid4().hex, parent_session_id=parent.session_id,
             lineage=fork_lineage(parent.session_id, parent.lineage, own, at),
-            created_at=time.time(), labels={**parent.labels, **(labels or {})},
+            created_at=time.time(), labels=check_labels({**parent.labels, **(labels or {})}),
             seed=parent.seed if keep_seed else seed)
         limit = NO_LIMIT if limits.max_sessions is None else limits.max_sessions
         outcome = await self.store.fork(parent, child, limit)
         if outcome == "missing":
-            raise NotFound(f"session {session_id} not found")
+            raise NotFound(f"session {echo(session_id)} not found")
         if outcome == "limit":
             raise ResourceExhausted(f"tenant already holds {limit} open sessions",
                                     subject=f"tenant:{tenant}:max_sessions", retry_after_s=30)
@@ -219,7 +218,7 @@ class Simulator:
     async def close_session(self, tenant: str, session_id: str) -> int:
         count = await self.store.close(tenant, session_id)
         if count is None:
-            raise NotFound(f"session {session_id} not found")
+            raise NotFound(f"session {echo(session_id)} not found")
         return count
 
     # --- steps ---
@@ -230,9 +229,9 @@ class Simulator:
             raise InvalidArgument("session_id is required")
         if not step.action.strip():
             raise InvalidArgument("action must not be empty")
-        if _utf8_len(step.action) > s.max_action_bytes:
+        if utf8_size(step.action) > s.max_action_bytes:
             raise InvalidArgument(f"action exceeds {s.max_action_bytes} bytes")
-        if _utf8_len(step.current_state) > s.max_state_bytes:
+        if utf8_size(step.current_state) > s.max_state_bytes:
             raise InvalidArgument(f"current_state exceeds {s.max_state_bytes} bytes")
         if step.expected_turn is not None and step.expected_turn < 0:
             raise InvalidArgument("expected_turn must not be negative")
@@ -305,7 +304,7 @@ class Simulator:
             if loaded is not None and needs_older(step.expected_turn, loaded.first_index):
                 loaded = await self.store.load(tenant, step.session_id)  # a retry of an old turn
         if loaded is None:
-            raise NotFound(f"session {step.session_id} not found")
+            raise NotFound(f"session {echo(step.session_id)} not found")
         record, turns, first = loaded.record, loaded.turns, loaded.first_index
         count = loaded.turn_count
         max_turns = self.settings.max_turns_per_session
@@ -330,7 +329,7 @@ class Simulator:
         first_prompt = self._prompt(record, turns, first, step, False, fault, template)
         limits = await self.directory.limits(tenant)
         check_allowed(limits, tenant, record.model_version, "", record.domain)  # quotas change
-        tokens = reservation_tokens(_utf8_len(first_prompt), sampling.max_tokens,
+        tokens = reservation_tokens(utf8_size(first_prompt), sampling.max_tokens,
                                     self.settings.reserve_bytes_per_token)
         with tracer.start_as_current_span("quota.reserve", attributes={"db.system": "redis",
                                                                         "worldserve.tokens": tokens}):

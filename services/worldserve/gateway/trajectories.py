@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 
 from worldserve.domains.trajectory import AGENTWORLDBENCH, FORMATS, dumps, parse_agentworldbench
-from worldserve.errors import InvalidArgument, NotFound, ResourceExhausted
+from worldserve.errors import InvalidArgument, NotFound, ResourceExhausted, echo
 from worldserve.gateway.simulator import NewSession, Simulator
+from worldserve.sessions.limits import utf8_size
 from worldserve.sessions.records import SessionRecord, TurnRecord
 
 MAX_EXPORTED_SESSIONS = 1000
@@ -25,7 +26,7 @@ async def export(sim: Simulator, tenant: str, session_id: str, fmt: str, include
         loaded = await sim.store.load(tenant, sid)
         if loaded is None:
             if sid == session_id:
-                raise NotFound(f"session {session_id} not found")
+                raise NotFound(f"session {echo(session_id)} not found")
             continue  # a fork closed or expired since: nothing to export
         sessions.append((loaded.record, loaded.turns))
         if len(sessions) > MAX_EXPORTED_SESSIONS:
@@ -50,6 +51,14 @@ async def import_trajectory(sim: Simulator, tenant: str, content: bytes, fmt: st
         parsed = parse_agentworldbench(content, new.domain)
     except (ValueError, TypeError, UnicodeDecodeError) as exc:
         raise InvalidArgument(f"not an importable trajectory: {exc}") from None
+    limits = sim.settings
+    for number, t in enumerate(parsed.turns, start=1):
+        for field, value, top in (("action", t.action, limits.max_action_bytes),
+                                  ("current state", t.current_state, limits.max_state_bytes),
+                                  ("observation", t.observation, limits.max_state_bytes)):
+            if utf8_size(value) > top:
+                raise InvalidArgument(f"turn {number}'s {field} exceeds {top} bytes (the limit "
+                                      "of a live step)")
     if len(parsed.turns) >= sim.settings.max_turns_per_session:
         raise InvalidArgument(f"the trajectory has {len(parsed.turns)} turns; sessions hold at "
                               f"most {sim.settings.max_turns_per_session}")
