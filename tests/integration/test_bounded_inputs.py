@@ -127,6 +127,18 @@ async def test_an_import_within_the_limits_still_works(stack: Stack) -> None:
     assert reply.turn_count == 1
 
 
+async def test_an_import_that_could_never_be_exported_is_refused(stack: Stack) -> None:
+    before = await stack.sim.ListSessions(pb.ListSessionsRequest(), metadata=stack.md)
+    turns = 60  # every exported record repeats the turns before it: ~15 MB from 0.5 MB
+    content = _record(prompt=[f"echo {i} " + "z" * 8000 for i in range(turns)],
+                      response=[str(i) for i in range(turns)])
+    code, msg = await failure(stack.sim.ImportTrajectory(
+        pb.ImportTrajectoryRequest(content=content.encode()), metadata=stack.md))
+    assert code == INVALID and "export" in msg
+    after = await stack.sim.ListSessions(pb.ListSessionsRequest(), metadata=stack.md)
+    assert len(after.sessions) == len(before.sessions)  # nothing left behind
+
+
 # --- admin ---
 
 async def test_admin_strings_with_nul_or_over_length_are_invalid(stack: Stack) -> None:

@@ -38,6 +38,7 @@ from worldserve.quota.counters import RedisQuota
 from worldserve.quota.limits import TenantLimits
 from worldserve.routing.choice import Entry
 from worldserve.routing.router import RegistryRouter, Router, StaticRouter
+from worldserve.sessions.limits import MAX_MESSAGE_BYTES
 from worldserve.sessions.store import RedisSessionStore, SessionStore
 from worldserve.settings import Settings
 from worldserve.tenancy.directory import DatabaseDirectory, Directory, StaticDirectory
@@ -48,7 +49,6 @@ log = logging.getLogger(__name__)
 
 SERVICE = simulator_pb2.DESCRIPTOR.services_by_name["Simulator"].full_name
 ADMIN_SERVICE = admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 
 @dataclass

@@ -13,12 +13,12 @@ from worldserve.gateway import convert, trajectories
 from worldserve.gateway.batch import run_batch
 from worldserve.gateway.interceptors import current_tenant, status_code
 from worldserve.gateway.simulator import Simulator, StepResult
+from worldserve.sessions.limits import MAX_REPLY_BYTES
 from worldserve.sessions.lineage import base_count
 from worldserve.v1 import simulator_pb2 as pb
 from worldserve.v1 import simulator_pb2_grpc as pb_grpc
 
 MAX_PAGE = 500
-MAX_REPLY_BYTES = 4 * 1024 * 1024 - 64 * 1024  # under the channel's 4 MiB message limit
 
 
 def _fits(message: Any, what: str) -> Any:

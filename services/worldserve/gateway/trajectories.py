@@ -7,7 +7,7 @@ import time
 from worldserve.domains.trajectory import AGENTWORLDBENCH, FORMATS, dumps, parse_agentworldbench
 from worldserve.errors import InvalidArgument, NotFound, ResourceExhausted, echo
 from worldserve.gateway.simulator import NewSession, Simulator
-from worldserve.sessions.limits import utf8_size
+from worldserve.sessions.limits import MAX_REPLY_BYTES, utf8_size
 from worldserve.sessions.records import SessionRecord, TurnRecord
 
 MAX_EXPORTED_SESSIONS = 1000
@@ -71,12 +71,18 @@ async def import_trajectory(sim: Simulator, tenant: str, content: bytes, fmt: st
         reasoning_budget=new.reasoning_budget, seed=new.seed, faults=new.faults,
         labels={**(new.labels or {}), "imported_from": parsed.source_id[:200]},
         ttl_seconds=new.ttl_seconds)
-    record = await sim.create_session(tenant, spec)
     now = time.time()
     turns = [TurnRecord(action=t.action, observation=t.observation, reasoning="",
                         input_tokens=0, output_tokens=0, reasoning_tokens=0,
                         model_version="imported", finish_reason="imported", created_at=now,
                         current_state=t.current_state, imported=True) for t in parsed.turns]
+    record = await sim.create_session(tenant, spec)
+    size = len(dumps(AGENTWORLDBENCH, [(record, turns)]))
+    if size > MAX_REPLY_BYTES:  # it could never be exported: refuse it now, not then
+        await sim.close_session(tenant, record.session_id)
+        raise InvalidArgument(f"the imported session would export as {size} bytes, over the "
+                              f"{MAX_REPLY_BYTES}-byte reply limit (each record repeats the "
+                              "turns before it); import fewer or shorter turns")
     await sim.store.put(record, turns)
     return record, len(turns)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from worldserve.errors import InvalidArgument, echo
 
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # the gateway's gRPC message limit, both directions
+MAX_REPLY_BYTES = MAX_MESSAGE_BYTES - 64 * 1024  # room for a reply's other fields
 MAX_LABELS = 64
 MAX_LABEL_KEY_BYTES = 128
 MAX_LABEL_VALUE_BYTES = 1024
