@@ -80,6 +80,7 @@ def key_prefix(redis_url: str) -> Iterator[str]:
 
 
 ENGINE_METRICS: dict[str, str] = {}  # triton_url -> the model server's engine metrics URL
+MODEL_PORTS: dict[str, tuple[int, ...]] = {}  # triton_url -> every port its model server opens
 
 
 @pytest.fixture(scope="session")
@@ -92,6 +93,8 @@ def triton_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     settings = Settings(triton_url=f"127.0.0.1:{grpc_port}", triton_http_port=http_port,
                         triton_metrics_port=metrics_port, engine_metrics_port=free_port())
     ENGINE_METRICS[settings.triton_url] = f"http://127.0.0.1:{settings.engine_metrics_port}"
+    MODEL_PORTS[settings.triton_url] = (grpc_port, http_port, metrics_port,
+                                        settings.engine_metrics_port)
     child = spawn("modelserver", "worldserve.modelserver.main", settings_env(settings),
                   tmp_path_factory.mktemp("logs"))
     try:

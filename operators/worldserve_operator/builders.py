@@ -94,8 +94,10 @@ def inference_service(spec: WorldModelSpec, v: ModelVersion, namespace: str,
             {"name": "WORLDSERVE_MODEL_VERSION_LABEL", "value": f"{spec.name}@{v.name}"}]
     if v.image:
         model["image"] = v.image
+    # The pods carry the version's labels too: the chart's NetworkPolicy admits only gateways
+    # to pods labelled worldserve.io/model.
     predictor: dict[str, Any] = {"minReplicas": v.min_replicas, "maxReplicas": v.max_replicas,
-                                 "model": model, "volumes": volumes,
+                                 "model": model, "volumes": volumes, "labels": _labels(spec, v),
                                  **_autoscaling(v, name, namespace)}
     if v.node_selector:
         predictor["nodeSelector"] = dict(v.node_selector)

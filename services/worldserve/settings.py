@@ -110,6 +110,10 @@ class Settings(BaseSettings):
 
     # --- observability ---
     metrics_port: int = Field(9090, description="Prometheus metrics port of the gateway; 0 = off.")
+    metrics_host: str = Field(
+        "127.0.0.1", description="Address the gateway's metrics endpoint binds to (the chart sets "
+        "0.0.0.0 so Prometheus can scrape it). The model server binds Triton's HTTP, metrics and "
+        "engine-metrics ports to the host of triton_url.")
     otlp_endpoint: str = Field("", description="OTLP/gRPC collector for traces; empty = off.")
     otlp_insecure: bool = Field(True, description="Plain-text OTLP (inside the cluster).")
     service_name: str = Field("worldserve-gateway", description="service.name of the traces.")

@@ -111,3 +111,44 @@ def test_grafana_dashboard_queries_metrics_the_gateway_exports(helm: str) -> Non
         for name in names:
             base = re.sub(r"_(bucket|count|sum|total)$", "", name)
             assert name in exported or base in exported, (panel["title"], name)
+
+
+def test_only_gateways_reach_model_pods(helm: str) -> None:
+    """The models policy selects what the operator labels its predictor pods with, and admits
+    this release's gateways only (plus the configured metrics scrapers on the metrics port)."""
+    from worldserve_operator import builders
+    from worldserve_operator.specs import parse_worldmodel
+
+    docs = render(helm)
+    policy = next(d for d in docs if d["kind"] == "NetworkPolicy"
+                  and d["metadata"]["name"] == "ws-worldserve-models")
+    (selector,) = policy["spec"]["podSelector"]["matchExpressions"]
+    assert selector == {"key": "worldserve.io/model", "operator": "Exists"}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    (peer,) = rule["from"]
+    assert peer == {"podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": "worldserve", "app.kubernetes.io/instance": "ws",
+        "app.kubernetes.io/component": "gateway"}}}
+    gateway = next(d for d in docs if d["kind"] == "Deployment"
+                   and d["metadata"]["name"] == "ws-worldserve-gateway")
+    assert peer["podSelector"]["matchLabels"].items() <= \
+        gateway["spec"]["template"]["metadata"]["labels"].items()
+
+    body = yaml.safe_load((ROOT / "examples" / "worldmodels" / "qwen-agentworld-35b-a3b.yaml")
+                          .read_text())
+    spec = parse_worldmodel("m", body["spec"])
+    isvc = builders.inference_service(spec, spec.versions[0], "ns",
+                                      {"metadata": {"name": "m", "uid": "u"}})
+    assert selector["key"] in isvc["spec"]["predictor"]["labels"]
+    validate(isvc)
+
+    scrapers = '[{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]'
+    docs = render(helm, "--set-json", f"networkPolicy.metricsFrom={scrapers}")
+    policy = next(d for d in docs if d["kind"] == "NetworkPolicy"
+                  and d["metadata"]["name"] == "ws-worldserve-models")
+    gateways, metrics = policy["spec"]["ingress"]
+    assert "ports" not in gateways
+    assert metrics["ports"] == [{"port": 8002, "protocol": "TCP"}]
+    assert metrics["from"][0]["namespaceSelector"]["matchLabels"] == {"name": "monitoring"}
+    validate(policy)

@@ -217,7 +217,7 @@ def main() -> None:
     tracing.configure(settings)
     if settings.metrics_port:
         try:
-            metrics.serve(settings.metrics_port)
+            metrics.serve(settings.metrics_port, settings.metrics_host)
         except OSError as exc:  # serving steps matters more than exporting metrics
             log.error("metrics port %d unavailable: %s", settings.metrics_port, exc)
     redis_url = resolve_redis_url(settings)

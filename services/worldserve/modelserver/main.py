@@ -29,17 +29,22 @@ def serve(settings: Settings) -> None:
     engine = build_engine(settings.engine, settings.model_dir, settings.device,
                           settings.max_batch_size, settings.batch_wait_ms, settings.torch_threads,
                           settings.prefix_cache_bytes, settings.stream_interval_ms)
+    # Every port binds to triton_url's host: 127.0.0.1 under `worldserve up` (nothing outside
+    # the machine reaches the model without the gateway), 0.0.0.0 in a model pod.
+    host, port = settings.triton_url.rsplit(":", 1)
+    host = host.strip("[]") or "127.0.0.1"
     if settings.engine_metrics_port:
         from worldserve.modelserver.metrics import serve_engine_metrics
 
-        serve_engine_metrics(engine, settings.engine_metrics_port)
-    grpc_port = int(settings.triton_url.rsplit(":", 1)[1])
-    config = TritonConfig(grpc_port=grpc_port, http_port=settings.triton_http_port,
+        serve_engine_metrics(engine, settings.engine_metrics_port, host)
+    grpc_port = int(port)
+    config = TritonConfig(grpc_address=host, grpc_port=grpc_port, http_address=host,
+                          http_port=settings.triton_http_port, metrics_address=host,
                           metrics_port=settings.triton_metrics_port, exit_timeout_secs=5)
     try:
         with Triton(config=config) as triton:
             bind_world_model(triton, settings.model_name, engine, settings.default_max_tokens)
-            log.info("Triton serving model %r on gRPC :%d", settings.model_name, grpc_port)
+            log.info("Triton serving model %r on gRPC %s:%d", settings.model_name, host, grpc_port)
             triton.serve()
     finally:
         engine.close()

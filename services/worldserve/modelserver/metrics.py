@@ -49,7 +49,7 @@ class EngineCollector:
                                     value=len(prefix))
 
 
-def serve_engine_metrics(engine: Any, port: int) -> None:
+def serve_engine_metrics(engine: Any, port: int, host: str = "127.0.0.1") -> None:
     registry = CollectorRegistry()
     registry.register(EngineCollector(engine))  # type: ignore[arg-type]
-    start_http_server(port, registry=registry)
+    start_http_server(port, addr=host, registry=registry)

@@ -40,5 +40,5 @@ def count_refusal(tenant: str, subject: str) -> None:
     QUOTA_REFUSALS.labels(tenant, subject.rsplit(":", 1)[-1]).inc()
 
 
-def serve(port: int, host: str = "0.0.0.0") -> None:
+def serve(port: int, host: str = "127.0.0.1") -> None:
     start_http_server(port, addr=host, registry=REGISTRY)
