@@ -96,3 +96,61 @@ async def test_gateway_sigterm_lets_in_flight_streams_finish(make_settings, redi
         print(f"gateway exited {time.monotonic() - stopped:.2f}s after SIGTERM")
     finally:
         child.stop(5)
+
+
+async def test_gateway_serves_within_2s_of_its_model_server_returning(
+        redis_url: str, key_prefix: str, tmp_path: Path) -> None:
+    """A real model server (Triton, the committed checkpoint) stopped for 30 s while the gateway
+    keeps failing steps, then started again on the same port: the untouched gateway streams a
+    step's first token within 2 s of the model being ready (gRPC's default reconnect backoff
+    took 12 s)."""
+    from worldserve.dev.launcher import settings_env, spawn, triton_model_ready, wait_for
+    from worldserve.dev.services import free_port
+
+    model = Settings(triton_url=f"127.0.0.1:{free_port()}", triton_http_port=free_port(),
+                     triton_metrics_port=free_port())
+
+    def start() -> object:
+        child = spawn("modelserver", "worldserve.modelserver.main", settings_env(model), tmp_path)
+        wait_for("loading", lambda: triton_model_ready(model.triton_url, model.model_name),
+                 child, timeout_s=300)
+        return child
+
+    child = await asyncio.to_thread(start)
+    settings = Settings(gateway_port=0, key_prefix=key_prefix, dev_api_key=TEST_KEY,
+                        triton_url=model.triton_url, default_max_tokens=200, metrics_port=0)
+    md = auth(TEST_KEY)
+    try:
+        async with running_gateway(settings, redis_url) as gw, stub_for(gw) as stub:
+            s = await stub.CreateSession(pb.CreateSessionRequest(domain=pb.TERMINAL), metadata=md)
+            call = stub.StreamStep(pb.StepRequest(session_id=s.session_id, action="ls"),
+                                   metadata=md)
+            assert await call.read() is not grpc.aio.EOF  # the model streams
+            call.cancel()
+            child.stop(5)  # type: ignore[attr-defined]
+            down = time.monotonic()
+            while time.monotonic() - down < 30:  # the outage: every step fails, backoff grows
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await stub.Step(pb.StepRequest(session_id=s.session_id, action="pwd"),
+                                    metadata=md, timeout=5)
+                assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+                await asyncio.sleep(1.0)
+            child = await asyncio.to_thread(start)  # returns once Triton says the model is ready
+            ready = time.monotonic()
+            while True:
+                call = stub.StreamStep(pb.StepRequest(session_id=s.session_id, action="pwd"),
+                                       metadata=md, timeout=5)
+                try:
+                    first = await call.read()
+                    assert first is not grpc.aio.EOF
+                    call.cancel()
+                    break
+                except grpc.aio.AioRpcError as exc:
+                    assert exc.code() == grpc.StatusCode.UNAVAILABLE
+                    assert time.monotonic() - ready < 10, "the gateway did not recover"
+                    await asyncio.sleep(0.05)
+            recovery_s = time.monotonic() - ready
+            print(f"served {recovery_s:.2f}s after the model server was ready again")
+            assert recovery_s < 2.0
+    finally:
+        child.stop(5)  # type: ignore[attr-defined]
