@@ -57,3 +57,37 @@ def test_bundled_services_are_described_and_stopped(tmp_path: Path) -> None:
     assert services.describe()[1][2] == "existing"
     services.stop()
     assert redis_server.process is not None and redis_server.process.poll() is not None
+
+
+def test_a_crashed_child_is_restarted_with_backoff(tmp_path: Path) -> None:
+    """`worldserve up` keeps the stack running: a killed child comes back after its delay, and
+    crashes in a row double the delay."""
+    import os
+    import signal
+    import time
+
+    from worldserve.dev.launcher import RestartPolicy, spawn, supervise
+
+    (tmp_path / "sleeper.py").write_text("import time\ntime.sleep(600)\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    policy = RestartPolicy(base_s=0.2, max_s=1.0, stable_s=60.0)
+    assert [RestartPolicy().delay(n) for n in range(1, 8)] == [1, 2, 4, 8, 16, 30, 30]
+    children = [spawn("sleeper", "sleeper", env, tmp_path / "logs")]
+    try:
+        for crash, delay in ((1, 0.2), (2, 0.4), (3, 0.8)):
+            first = children[0]
+            assert first.alive()
+            os.kill(first.process.pid, signal.SIGKILL)
+            first.process.wait(10)
+            now = time.monotonic()
+            (event,) = supervise(children, now, policy)
+            assert "sleeper exited with code -9" in event and f"crash {crash} in a row" in event
+            assert f"restarting in {delay:g}s" in event
+            assert supervise(children, now + delay / 2, policy) == []  # not yet
+            (event,) = supervise(children, now + delay, policy)
+            assert event.startswith("sleeper restarted")
+            assert children[0] is not first and children[0].alive()
+            assert children[0].failures == crash
+    finally:
+        for child in children:
+            child.stop(5)

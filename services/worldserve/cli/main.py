@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import signal
 import threading
+import time
 from pathlib import Path
 
 import typer
@@ -77,6 +78,8 @@ def _print_endpoints(stack, generated_key: bool) -> None:  # type: ignore[no-unt
 @app.command()
 def up(state_dir: Path = typer.Option(STATE_DIR, help="Where bundled services keep data.")) -> None:
     """Start Redis/PostgreSQL (bundled if none), the Triton model server and the gateway."""
+    from worldserve.dev.launcher import supervise
+
     settings, generated = _settings_with_key()
     stack = _start_stack(settings, state_dir)
     stop = threading.Event()
@@ -87,12 +90,10 @@ def up(state_dir: Path = typer.Option(STATE_DIR, help="Where bundled services ke
     try:
         _print_endpoints(stack, generated)
         console.print("press Ctrl-C to stop")
-        while not stop.is_set():
-            for child in stack.children:
-                if not child.alive():
-                    console.print(f"[red]{child.name} exited[/]:\n{child.tail()}")
-                    stop.set()
-            stop.wait(1.0)
+        while not stop.is_set():  # a crashed child is restarted with backoff, the rest keep going
+            for event in supervise(stack.children, time.monotonic()):
+                console.print(f"[yellow]{event}[/]")
+            stop.wait(0.5)
     finally:
         with console.status("stopping"):
             stack.stop()

@@ -42,6 +42,11 @@ class Child:
     name: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    module: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+    failures: int = 0  # crashes in a row (reset once it has run for RestartPolicy.stable_s)
+    restart_at: float | None = None  # when a crashed child is due to be started again
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -67,13 +72,50 @@ class Child:
             os.killpg(pgid, signal.SIGKILL)
 
 
-def spawn(name: str, module: str, env: dict[str, str], log_dir: Path) -> Child:
+def spawn(name: str, module: str, env: dict[str, str], log_dir: Path, append: bool = False
+          ) -> Child:
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
-    with open(log_path, "wb") as log:
+    with open(log_path, "ab" if append else "wb") as log:
         process = subprocess.Popen([sys.executable, "-m", module], env=env, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True)
-    return Child(name, process, log_path)
+    return Child(name, process, log_path, module, env)
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """How `worldserve up` restarts a crashed child: after 1 s, 2 s, 4 s … at most 30 s; a
+    child that ran for a minute before it crashed starts again from 1 s."""
+
+    base_s: float = 1.0
+    max_s: float = 30.0
+    stable_s: float = 60.0
+
+    def delay(self, failures: int) -> float:
+        return min(self.max_s, self.base_s * 2 ** max(0, failures - 1))
+
+
+def supervise(children: list[Child], now: float, policy: RestartPolicy = RestartPolicy()
+              ) -> list[str]:
+    """Restart crashed children in place, with backoff; what happened, one line each."""
+    events = []
+    for i, child in enumerate(children):
+        if child.alive() or not child.module:
+            continue
+        if child.restart_at is None:
+            ran = now - child.started
+            child.failures = 1 if ran >= policy.stable_s else child.failures + 1
+            child.restart_at = now + policy.delay(child.failures)
+            events.append(f"{child.name} exited with code {child.process.returncode} after "
+                          f"{ran:.0f}s; restarting in {policy.delay(child.failures):g}s "
+                          f"(crash {child.failures} in a row; log {child.log_path})")
+        elif now >= child.restart_at:
+            fresh = spawn(child.name, child.module, child.env, child.log_path.parent,
+                          append=True)
+            fresh.failures = child.failures
+            children[i] = fresh
+            events.append(f"{child.name} restarted (pid {fresh.process.pid})")
+    return events
 
 
 def triton_model_ready(url: str, model: str) -> bool:
