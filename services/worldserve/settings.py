@@ -156,6 +156,11 @@ class Settings(BaseSettings):
         "(README.md front matter) declares, or every domain when it declares none."
     )
     step_timeout_s: float = Field(120.0, description="Backend call limit when no deadline is set.")
+    max_step_timeout_s: float = Field(
+        600.0, description="Longest a step may run: a longer client deadline is cut to this.")
+    reservation_lease_s: float = Field(
+        10.0, description="An in-flight step's quota reservation lives this long unless its "
+        "gateway renews it (four times a lease): a crashed gateway's slots free within it.")
     default_max_tokens: int = Field(384, description="max_tokens when the session sets none.")
     default_temperature: float = Field(0.0, description="0 = greedy.")
 

@@ -154,3 +154,60 @@ async def test_gateway_serves_within_2s_of_its_model_server_returning(
             assert recovery_s < 2.0
     finally:
         child.stop(5)  # type: ignore[attr-defined]
+
+
+async def test_a_killed_gateways_slots_are_free_within_15s(make_settings, redis_url,  # type: ignore[no-untyped-def]
+                                                          tmp_path: Path) -> None:
+    """Every in-flight slot of a tenant held by a gateway that is then SIGKILLed (its streams
+    mid-answer): another gateway admits that tenant's steps again within 15 s (the default
+    reservation lease, renewed only by a live gateway), not after the client's deadline."""
+    from worldserve.dev.launcher import settings_env, spawn
+    from worldserve.dev.services import free_port, port_open
+    from worldserve.v1 import simulator_pb2_grpc as pb_grpc
+
+    settings = make_settings(gateway_port=free_port(), default_max_tokens=400, metrics_port=0,
+                             max_inflight_steps_per_tenant=2)
+    child = spawn("gateway", "worldserve.gateway.server",
+                  settings_env(settings, WORLDSERVE_REDIS_URL=redis_url), tmp_path)
+    md = auth(TEST_KEY)
+    try:
+        for _ in range(200):
+            if port_open("127.0.0.1", settings.gateway_port):
+                break
+            await asyncio.sleep(0.1)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{settings.gateway_port}") as channel:
+            stub = pb_grpc.SimulatorStub(channel)
+            calls = []
+            for _ in range(2):  # every slot taken, with the client's default-sized deadline
+                s = await stub.CreateSession(pb.CreateSessionRequest(domain=pb.TERMINAL),
+                                             metadata=md)
+                call = stub.StreamStep(pb.StepRequest(session_id=s.session_id, action="ls -la"),
+                                       metadata=md, timeout=300)
+                assert await call.read() is not grpc.aio.EOF
+                calls.append(call)
+            child.process.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            child.process.wait(10)
+        async with running_gateway(make_settings(max_inflight_steps_per_tenant=2,
+                                                 default_max_tokens=200), redis_url) as gw, \
+                stub_for(gw) as other:
+            s = await other.CreateSession(pb.CreateSessionRequest(domain=pb.TERMINAL),
+                                          metadata=md)
+            refused = 0
+            while True:
+                try:
+                    await other.Step(pb.StepRequest(session_id=s.session_id, action="pwd"),
+                                     metadata=md, timeout=60)
+                    break
+                except grpc.aio.AioRpcError as exc:
+                    assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc.details()
+                    assert "in-flight" in (exc.details() or "")
+                    refused += 1
+                    assert time.monotonic() - killed < 30, "the dead gateway's slots stayed taken"
+                    await asyncio.sleep(0.5)
+            freed_s = time.monotonic() - killed
+            print(f"slots free {freed_s:.1f}s after the SIGKILL ({refused} steps refused first)")
+            assert refused > 0  # the slots really were held by the dead gateway
+            assert freed_s < 15
+    finally:
+        child.stop(5)

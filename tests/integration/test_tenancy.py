@@ -510,3 +510,39 @@ async def test_an_unseeded_budget_fails_closed_while_postgres_is_down(key_prefix
     await quota.reserve(tenant, TenantLimits(), 10, expiry_s=5, seed_month=down)
     assert await quota.month_used(tenant, month_of(time.time())) is None
     await client.aclose()
+
+
+async def test_reservation_leases_are_renewed_only_while_held(key_prefix: str,
+                                                              redis_url: str) -> None:
+    """A held reservation's expiry moves forward on renew; a settled one is never re-added."""
+    import redis.asyncio as aioredis
+
+    from worldserve.accounting.events import UsageEvent
+
+    client = aioredis.Redis.from_url(redis_url)
+    quota = RedisQuota(client, f"{key_prefix}-lease")
+    tenant = unique("lease")
+
+    async def seed(_tenant: str, _month: str) -> int:
+        return 0
+
+    try:
+        r = await quota.reserve(tenant, TenantLimits(), 10, 2.0, seed)
+        key = f"{key_prefix}-lease:{{q:{tenant}}}:inflight"
+        first = await client.zscore(key, r.rid)
+        await quota.renew(30.0)
+        renewed = await client.zscore(key, r.rid)
+        assert first is not None and renewed is not None and renewed > first + 20
+        assert quota.held == 1
+        now = time.time()
+        await quota.settle(r, UsageEvent(
+            event_id=unique("e"), tenant=tenant, session_id="s_x", model_version="m@1",
+            domain="TERMINAL", input_tokens=1, output_tokens=1, reasoning_tokens=0,
+            latency_ms=1, fault_kind="", started_at=now, ended_at=now, outcome="error"))
+        assert quota.held == 0 and await client.zcard(key) == 0
+        gone = await quota.reserve(tenant, TenantLimits(), 10, 2.0, seed)
+        await client.zrem(key, gone.rid)  # settled by another path (the commit script)
+        await quota.renew(30.0)
+        assert await client.zcard(key) == 0 and quota.held == 0  # not re-added, forgotten
+    finally:
+        await client.aclose()

@@ -67,6 +67,10 @@ class Gateway:
         await self._update_health()  # health answers for the service from the first RPC on
         await self.server.start()
         self._tasks.append(asyncio.create_task(self._watch_health()))
+        if self.simulator is not None:  # in-flight reservations live while this gateway does
+            sim = self.simulator
+            self._tasks.append(asyncio.create_task(
+                sim.quota.keep_alive(sim.settings.reservation_lease_s)))
 
     async def stop(self, grace: float) -> None:
         for task in self._tasks:

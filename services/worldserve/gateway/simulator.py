@@ -320,7 +320,7 @@ class Simulator:
             raise ResourceExhausted(f"session reached {max_turns} turns",
                                     subject=f"session:{record.session_id}:turns")
         started = time.time()
-        timeout = timeout_s or self.settings.step_timeout_s
+        timeout = min(timeout_s or self.settings.step_timeout_s, self.settings.max_step_timeout_s)
         deadline = time.monotonic() + timeout
         seed = self._seed(record, count + 1, sample)
         sampling = record.sampling
@@ -333,7 +333,8 @@ class Simulator:
                                     self.settings.reserve_bytes_per_token)
         with tracer.start_as_current_span("quota.reserve", attributes={"db.system": "redis",
                                                                         "worldserve.tokens": tokens}):
-            reservation = await self.quota.reserve(tenant, limits, tokens, timeout + 60,
+            reservation = await self.quota.reserve(tenant, limits, tokens,
+                                                   self.settings.reservation_lease_s,
                                                    self.directory.month_tokens)
         meter = Meter()
         model_labels = (record.model_version, record.domain)

@@ -2,8 +2,9 @@
 
 Per tenant (``{q:<tenant>}`` hash tag: one cluster slot per tenant):
 
-    {prefix}:{q:<t>}:inflight      zset reservation id -> expiry (epoch s); a dead gateway's
-                                   reservations are reclaimed when they expire
+    {prefix}:{q:<t>}:inflight      zset reservation id -> expiry (epoch s): a short lease that
+                                   the holding gateway renews while the step runs, so a dead
+                                   gateway's reservations are reclaimed within one lease
     {prefix}:{q:<t>}:reserved      hash reservation id -> tokens, plus "__total"
     {prefix}:{q:<t>}:used:<YYYYMM> tokens settled this month (seeded from PostgreSQL when absent)
     {prefix}:{q:<t>}:tpm:<minute>  tokens charged in that minute (fixed window, 120 s TTL)
@@ -20,6 +21,8 @@ would need per-slot streams — see docs/TENANCY.md).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -29,11 +32,12 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from worldserve.accounting.events import UsageEvent
-from worldserve.errors import DatabaseUnavailable, ResourceExhausted
+from worldserve.errors import DatabaseUnavailable, ResourceExhausted, Unavailable
 from worldserve.quota.limits import TenantLimits, month_of, seconds_to_next_month
 from worldserve.quota.lua import RESERVE_LUA, SETTLE_LUA
 from worldserve.sessions.store import guard
 
+log = logging.getLogger(__name__)
 MONTH_KEY_TTL_S = 40 * 24 * 3600
 
 _DENIALS = {
@@ -61,6 +65,8 @@ class RedisQuota:
         self._p = prefix
         self._reserve = client.register_script(RESERVE_LUA)
         self._settle = client.register_script(SETTLE_LUA)
+        self._held: dict[str, str] = {}  # reservation id -> inflight key, while this process
+        # holds it (renew() forgets the ones settled meanwhile)
 
     # --- keys ---
 
@@ -108,6 +114,7 @@ class RedisQuota:
             raw = await guard(lambda: self._reserve(keys=keys, args=args))  # noqa: B023
             verdict = bytes(raw[0]).decode()
             if verdict == "ok":
+                self._held[rid] = keys[0]
                 return Reservation(tenant, rid, tokens, tpm_key)
             if verdict == "unseeded":
                 try:
@@ -143,6 +150,35 @@ class RedisQuota:
         keys = self.settle_keys(reservation, event.ended_at)
         args = self.settle_args(reservation, event)
         await guard(lambda: self._settle(keys=keys, args=args))
+        self._held.pop(reservation.rid, None)
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    async def renew(self, lease_s: float) -> None:
+        """Extend every reservation this process holds to now + ``lease_s``. ``ZADD XX CH``
+        never re-adds a reservation settled meanwhile (it answers 0, and it is forgotten)."""
+        held = list(self._held.items())
+        if not held:
+            return
+        expiry = time.time() + lease_s
+        pipe = self._r.pipeline(transaction=False)
+        for rid, key in held:
+            pipe.zadd(key, {rid: expiry}, xx=True, ch=True)
+        changed = await guard(pipe.execute)
+        for (rid, _), still in zip(held, changed, strict=True):
+            if not still:
+                self._held.pop(rid, None)
+
+    async def keep_alive(self, lease_s: float) -> None:
+        """Renew held reservations four times a lease, for as long as this gateway lives."""
+        while True:
+            await asyncio.sleep(lease_s / 4)
+            try:
+                await self.renew(lease_s)
+            except Unavailable:  # Redis away: the reservations may lapse; steps fail anyway
+                log.warning("could not renew in-flight reservations", exc_info=True)
 
     async def month_used(self, tenant: str, month: str) -> int | None:
         raw = await guard(lambda: self._r.get(self.used_key(tenant, month)))
