@@ -199,3 +199,27 @@ async def test_health_and_reflection(make_settings, redis_url) -> None:  # type:
             break
         assert "worldserve.v1.Simulator" in services
         assert "grpc.health.v1.Health" in services
+
+
+async def test_a_step_over_the_models_context_is_refused_before_any_model_time(
+        make_settings, redis_url) -> None:  # type: ignore[no-untyped-def]
+    """A maximum-size action (16 KiB, ~16 k tokens) against a 4,096-token model: INVALID_ARGUMENT
+    naming both numbers, at once, nothing stored, and the next normal step works (issue 16)."""
+    import time
+
+    async with running_gateway(make_settings(), redis_url) as gw, stub_for(gw) as stub:
+        md = auth(TEST_KEY)
+        s = await stub.CreateSession(pb.CreateSessionRequest(domain=pb.TERMINAL), metadata=md)
+        started = time.monotonic()
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.Step(pb.StepRequest(session_id=s.session_id, action="x " * 8000),
+                            metadata=md)
+        took = time.monotonic() - started
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        message = info.value.details() or ""
+        assert "context of 4096 tokens" in message and "max_tokens is 200" in message, message
+        assert took < 3.0  # refused on tokenizing, not after a 16 k-token prefill
+        got = await stub.GetSession(pb.GetSessionRequest(session_id=s.session_id), metadata=md)
+        assert got.turn_count == 0
+        ok = await stub.Step(pb.StepRequest(session_id=s.session_id, action="ls"), metadata=md)
+        assert ok.turn == 1

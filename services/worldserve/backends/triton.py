@@ -12,7 +12,7 @@ from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, InferInput, KeepAliveOption
 from tritonclient.utils import InferenceServerException
 
 from worldserve.backends.base import Chunk, Completion
-from worldserve.errors import BackendUnavailable, DeadlineExceeded
+from worldserve.errors import BackendUnavailable, DeadlineExceeded, InvalidArgument
 from worldserve.modelserver import contract as c
 
 
@@ -129,6 +129,8 @@ class TritonBackend:
 def _translate(exc: Any) -> Exception:
     status = str(getattr(exc, "status", lambda: "")() or "")
     message = str(getattr(exc, "message", lambda: str(exc))() or exc)
+    if c.CONTEXT_EXCEEDED in message:  # the request's fault, not the replica's: no failover
+        return InvalidArgument(message[message.index(c.CONTEXT_EXCEEDED):])
     if "DEADLINE_EXCEEDED" in status:
         return DeadlineExceeded(f"model backend deadline exceeded: {message}")
     return BackendUnavailable(f"model backend failed: {status} {message}".strip())

@@ -25,6 +25,20 @@ NUM_OUTPUT_TOKENS = "num_output_tokens"
 FINISH_REASON = "finish_reason"
 
 
+# An error message beginning with this marker: the request does not fit the model's context
+# (refused before any model time). The gateway answers INVALID_ARGUMENT with the message.
+CONTEXT_EXCEEDED = "context exceeded:"
+
+
+def context_exceeded(prompt_tokens: int, max_tokens: int, context: int) -> str | None:
+    """Why a request does not fit the model's context, or None when it does."""
+    if prompt_tokens + max_tokens <= context:
+        return None
+    return (f"{CONTEXT_EXCEEDED} the prompt is {prompt_tokens} tokens and max_tokens is "
+            f"{max_tokens}: together over the model's context of {context} tokens "
+            "(shorten the action or state, or lower max_tokens)")
+
+
 class BadSamplingParameters(ValueError):
     """sampling_parameters is not a JSON object of valid vLLM SamplingParams values."""
 

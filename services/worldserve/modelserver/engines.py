@@ -39,6 +39,11 @@ class EngineUnavailable(RuntimeError):
     """The engine cannot run here (missing package, no device)."""
 
 
+class ContextExceeded(ValueError):
+    """The request's prompt plus max_tokens does not fit the model's context (message: the
+    contract's CONTEXT_EXCEEDED text, which the gateway turns into INVALID_ARGUMENT)."""
+
+
 class Engine(Protocol):
     def submit(self, request: GenerationRequest, sink: Sink) -> Callable[[], None]:
         """Start generating; deltas go to ``sink`` (from any thread); returns a cancel function."""

@@ -25,8 +25,14 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from worldserve.modelserver.contract import GenerationRequest
-from worldserve.modelserver.engines import Delta, EngineUnavailable, Sink, pick_device
+from worldserve.modelserver.contract import GenerationRequest, context_exceeded
+from worldserve.modelserver.engines import (
+    ContextExceeded,
+    Delta,
+    EngineUnavailable,
+    Sink,
+    pick_device,
+)
 from worldserve.modelserver.prefix_cache import PrefixCache
 
 log = logging.getLogger(__name__)
@@ -154,6 +160,7 @@ class TransformersEngine:
             eos_ids.append(self.tokenizer.eos_token_id)
         self.eos_ids = {i for i in eos_ids if i is not None}
         config = self.model.config.get_text_config(decoder=True)
+        self.context_tokens = int(getattr(config, "max_position_embeddings", 0) or 2**31 - 1)
         full_attention = not getattr(config, "sliding_window", None) or not getattr(
             config, "use_sliding_window", True)
         if self.prefix.max_bytes and not full_attention:
@@ -164,6 +171,9 @@ class TransformersEngine:
         if self._closed:
             raise EngineUnavailable("engine is closed")
         ids = self.tokenizer(request.prompt, add_special_tokens=False)["input_ids"]
+        too_long = context_exceeded(len(ids), request.max_tokens, self.context_tokens)
+        if too_long:  # refused before any model time: one request cannot stall the batch
+            raise ContextExceeded(too_long)
         cancelled = threading.Event()
         self._pending.put(_Row(request, sink, cancelled, list(ids)))
         return cancelled.set
