@@ -1,4 +1,4 @@
-"""The project's error tree. One gateway interceptor maps it to gRPC status codes (docs/ARCHITECTURE.md §3).
+"""The project's error tree; each class names its gRPC status code (docs/ARCHITECTURE.md §3).
 
     WorldserveError
     ├── InvalidArgument      INVALID_ARGUMENT
@@ -19,6 +19,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 ECHO_CHARS = 80  # how much of a caller's input an error message repeats
 MESSAGE_CHARS = 1024  # the longest message a status carries (metadata stays small)
 
@@ -37,38 +39,46 @@ def capped(message: str) -> str:
 
 
 class WorldserveError(Exception):
-    """Base of every error the platform reports to a caller."""
+    """Base of every error the platform reports to a caller. ``code_name`` is its gRPC status
+    code's name: the gateway's interceptor and the SDK both map through it (one owner)."""
+
+    code_name: ClassVar[str] = "UNKNOWN"
 
 
 class InvalidArgument(WorldserveError):
-    pass
+    code_name = "INVALID_ARGUMENT"
 
 
 class Unauthenticated(WorldserveError):
-    pass
+    code_name = "UNAUTHENTICATED"
 
 
 class PermissionDenied(WorldserveError):
-    pass
+    code_name = "PERMISSION_DENIED"
 
 
 class NotFound(WorldserveError):
-    pass
+    code_name = "NOT_FOUND"
 
 
 class AlreadyExists(WorldserveError):
-    pass
+    code_name = "ALREADY_EXISTS"
 
 
 class Aborted(WorldserveError):
-    pass
+    code_name = "ABORTED"
 
 
 class FailedPrecondition(WorldserveError):
-    pass
+    code_name = "FAILED_PRECONDITION"
 
 
 class ResourceExhausted(WorldserveError):
+    """Over a quota or limit: ``subject`` names it (QuotaFailure), ``retry_after_s`` says when
+    to try again (RetryInfo; 0 = not by waiting)."""
+
+    code_name = "RESOURCE_EXHAUSTED"
+
     def __init__(self, message: str, subject: str = "", retry_after_s: float = 0.0) -> None:
         super().__init__(message)
         self.subject = subject
@@ -76,7 +86,7 @@ class ResourceExhausted(WorldserveError):
 
 
 class Unavailable(WorldserveError):
-    pass
+    code_name = "UNAVAILABLE"
 
 
 class BackendUnavailable(Unavailable):
@@ -96,4 +106,4 @@ class DatabaseUnavailable(Unavailable):
 
 
 class DeadlineExceeded(WorldserveError):
-    pass
+    code_name = "DEADLINE_EXCEEDED"

@@ -32,3 +32,47 @@ def test_pure_packages_import_no_io_libraries() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_server_and_sdk_map_status_codes_through_the_error_classes() -> None:
+    """One owner: every error class names its code; the interceptor answers with it and the SDK
+    raises the same class back (ALREADY_EXISTS included, which the SDK once missed)."""
+    import grpc
+
+    from worldserve import errors
+    from worldserve.gateway.interceptors import status_code
+    from worldserve.sdk._convert import translate
+
+    general = errors.WorldserveError.__subclasses__()
+    assert {c.code_name for c in general} >= {
+        "INVALID_ARGUMENT", "UNAUTHENTICATED", "PERMISSION_DENIED", "NOT_FOUND",
+        "ALREADY_EXISTS", "ABORTED", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED",
+        "UNAVAILABLE", "DEADLINE_EXCEEDED"}
+    for cls in general:
+        if cls.__module__ != "worldserve.errors":
+            continue
+        err = cls("m") if cls is not errors.ResourceExhausted else cls("m", "s", 1.0)
+        code = status_code(err)
+        back = translate(grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                              "m"))
+        assert type(back) is cls, (cls, code, type(back))
+    assert status_code(errors.ModelOutputError("x")) == grpc.StatusCode.UNAVAILABLE
+
+
+def test_sdk_quota_errors_carry_subject_and_retry_delay() -> None:
+    import grpc
+    from grpc_status import rpc_status
+
+    from worldserve import errors
+    from worldserve.gateway.interceptors import rich_status
+    from worldserve.sdk._convert import translate
+
+    sent = errors.ResourceExhausted("tenant t reached its in-flight steps quota",
+                                    subject="tenant:t:max_inflight_steps", retry_after_s=3)
+    status = rpc_status.to_status(rich_status(sent))
+    trailing = grpc.aio.Metadata(*status.trailing_metadata)
+    got = translate(grpc.aio.AioRpcError(status.code, grpc.aio.Metadata(), trailing,
+                                         status.details))
+    assert isinstance(got, errors.ResourceExhausted)
+    assert got.subject == "tenant:t:max_inflight_steps" and got.retry_after_s == 3.0
+    assert str(got) == "tenant t reached its in-flight steps quota"

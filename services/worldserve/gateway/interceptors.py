@@ -32,25 +32,9 @@ current_principal: contextvars.ContextVar[Principal] = contextvars.ContextVar("c
 
 PUBLIC_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 
-_CODES: list[tuple[type[errors.WorldserveError], grpc.StatusCode]] = [
-    (errors.InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
-    (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
-    (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
-    (errors.NotFound, grpc.StatusCode.NOT_FOUND),
-    (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
-    (errors.Aborted, grpc.StatusCode.ABORTED),
-    (errors.FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
-    (errors.ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
-    (errors.DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
-]
-
-
 def status_code(exc: errors.WorldserveError) -> grpc.StatusCode:
-    for cls, code in _CODES:
-        if isinstance(exc, cls):
-            return code
-    return grpc.StatusCode.UNKNOWN
+    """The status an error answers with: the one its class names."""
+    return grpc.StatusCode[exc.code_name]
 
 
 def rich_status(exc: errors.WorldserveError) -> status_pb2.Status:

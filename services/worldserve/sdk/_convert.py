@@ -28,30 +28,48 @@ from worldserve.v1 import simulator_pb2 as pb
 class Unimplemented(errors.WorldserveError):
     """The server does not implement this call yet."""
 
+    code_name = "UNIMPLEMENTED"
+
 
 class InternalError(errors.WorldserveError):
     """The server failed unexpectedly."""
 
+    code_name = "INTERNAL"
 
+
+# Each status code to the most general error class that names it (the direct subclasses).
 _BY_CODE: dict[grpc.StatusCode, type[errors.WorldserveError]] = {
-    grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,
-    grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
-    grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
-    grpc.StatusCode.NOT_FOUND: errors.NotFound,
-    grpc.StatusCode.ABORTED: errors.Aborted,
-    grpc.StatusCode.FAILED_PRECONDITION: errors.FailedPrecondition,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.ResourceExhausted,
-    grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
-    grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineExceeded,
-    grpc.StatusCode.UNIMPLEMENTED: Unimplemented,
-}
+    grpc.StatusCode[cls.code_name]: cls for cls in errors.WorldserveError.__subclasses__()}
+
+
+def _quota_details(exc: grpc.RpcError) -> tuple[str, float]:
+    """(QuotaFailure subject, RetryInfo seconds) from a RESOURCE_EXHAUSTED status's details."""
+    from google.rpc import error_details_pb2, status_pb2
+
+    trailing = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    raw = next((v for k, v in (trailing or ()) if k == "grpc-status-details-bin"), None)
+    if not isinstance(raw, bytes):
+        return "", 0.0
+    subject, retry = "", 0.0
+    for detail in status_pb2.Status.FromString(raw).details:
+        failure, info = error_details_pb2.QuotaFailure(), error_details_pb2.RetryInfo()
+        if detail.Unpack(failure) and failure.violations:
+            subject = failure.violations[0].subject
+        elif detail.Unpack(info):
+            retry = info.retry_delay.seconds + info.retry_delay.nanos / 1e9
+    return subject, retry
 
 
 def translate(exc: grpc.RpcError) -> errors.WorldserveError:
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     details = exc.details() if hasattr(exc, "details") else str(exc)
     cls = _BY_CODE.get(code, InternalError)
-    err = cls(details or code.name)
+    if cls is errors.ResourceExhausted:
+        subject, retry = _quota_details(exc)
+        err: errors.WorldserveError = errors.ResourceExhausted(details or code.name, subject,
+                                                               retry)
+    else:
+        err = cls(details or code.name)
     err.code = code  # type: ignore[attr-defined]
     return err
 
