@@ -28,6 +28,7 @@ import redis.asyncio as aioredis
 from worldserve.backends.base import Chunk, Completion
 from worldserve.dev.services import resolve_redis_url
 from worldserve.gateway.server import build_gateway
+from worldserve.keyspace import Keyspace
 from worldserve.settings import Settings
 from worldserve.v1 import simulator_pb2 as pb
 from worldserve.v1 import simulator_pb2_grpc as pb_grpc
@@ -91,7 +92,7 @@ async def main(forks: int) -> None:
                     t0 = time.perf_counter()
                     await core.fork_session("dev", sid)
                     inner[turns].append(time.perf_counter() - t0)
-                    src = f"{prefix}:{{t:dev:s:{sid}}}:turns"
+                    src = Keyspace(prefix).session("dev", sid).turns
                     dst = f"{prefix}:copy:{uuid.uuid4().hex}"
                     t0 = time.perf_counter()
                     items = await r.lrange(src, 0, -1)

@@ -15,6 +15,8 @@ from typing import Any
 
 import redis
 
+from worldserve.keyspace import Keyspace
+
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
@@ -23,9 +25,10 @@ def _text(value: bytes | str) -> str:
 class Registry:
     def __init__(self, client: redis.Redis, prefix: str) -> None:
         self.r = client
-        self.models_key = f"{prefix}:registry:models"
-        self.aliases_key = f"{prefix}:registry:aliases"
-        self.channel = f"{prefix}:registry:changed"
+        keys = Keyspace(prefix)
+        self.models_key = keys.registry_models
+        self.aliases_key = keys.registry_aliases
+        self.channel = keys.registry_changed
 
     def entries(self, model: str) -> dict[str, dict[str, Any]]:
         raw = self.r.hgetall(self.models_key)

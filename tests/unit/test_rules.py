@@ -50,3 +50,21 @@ def test_admission_over_the_latest_turns_only() -> None:
     assert admit(tail, "x", 9, 20, first_index=7).verdict is Verdict.CONFLICT
     assert admit(tail, "x", 10, 10, first_index=7).verdict is Verdict.LIMIT
     assert needs_older(3, 7) and not needs_older(7, 7) and not needs_older(None, 7)
+
+
+def test_keyspace_spells_every_key_with_its_hash_tag() -> None:
+    from worldserve.keyspace import Keyspace
+
+    ks = Keyspace("ws")
+    s = ks.session("acme", "s_1")
+    assert (s.meta, s.turns, s.forks) == ("ws:{t:acme:s:s_1}:meta", "ws:{t:acme:s:s_1}:turns",
+                                          "ws:{t:acme:s:s_1}:forks")
+    assert ks.tenant_sessions("acme") == "ws:{t:acme}:sessions"
+    q = ks.quota("acme")
+    assert (q.inflight, q.reserved, q.used("202612"), q.tpm(7)) == (
+        "ws:{q:acme}:inflight", "ws:{q:acme}:reserved", "ws:{q:acme}:used:202612",
+        "ws:{q:acme}:tpm:7")
+    assert (ks.usage_stream, ks.usage_served, ks.usage_dead) == (
+        "ws:usage", "ws:usage:served", "ws:usage:dead")
+    assert (ks.registry_models, ks.registry_aliases, ks.registry_changed) == (
+        "ws:registry:models", "ws:registry:aliases", "ws:registry:changed")

@@ -13,6 +13,7 @@ import psycopg
 import redis
 
 from worldserve.db.urls import libpq_url
+from worldserve.keyspace import Keyspace
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +39,11 @@ class Report:
 
 def reconcile(client: redis.Redis, database_url: str, prefix: str,
               tenants: list[str] | None = None) -> Report:
-    served_raw = client.hgetall(f"{prefix}:usage:served")
+    keys = Keyspace(prefix)
+    served_raw = client.hgetall(keys.usage_served)
     served = {k.decode(): int(v) for k, v in served_raw.items()}  # type: ignore[union-attr]
-    backlog = int(client.xlen(f"{prefix}:usage")) if client.exists(f"{prefix}:usage") else 0
+    stream = keys.usage_stream
+    backlog = int(client.xlen(stream)) if client.exists(stream) else 0
     with psycopg.connect(libpq_url(database_url)) as conn:
         stored: dict[str, int] = dict(conn.execute(
             "SELECT tenant_id, count(*) FROM usage_events GROUP BY tenant_id").fetchall())

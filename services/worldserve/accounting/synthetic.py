@@ -12,6 +12,7 @@ import uuid
 import redis
 
 from worldserve.accounting.events import UsageEvent
+from worldserve.keyspace import Keyspace
 from worldserve.quota.lua import SETTLE_LUA
 
 DOMAINS = ("MCP", "SEARCH", "TERMINAL", "SWE", "WEB", "OS", "ANDROID")
@@ -31,12 +32,13 @@ def write_events(client: redis.Redis, prefix: str, events: list[UsageEvent],
                  chunk: int = 1000) -> None:
     """XADD the events (plus ``served`` counts) in pipelined settle calls."""
     script = client.register_script(SETTLE_LUA)
+    ks = Keyspace(prefix)
     for start in range(0, len(events), chunk):
         pipe = client.pipeline(transaction=False)
         for e in events[start:start + chunk]:
-            base = f"{prefix}:{{q:{e.tenant}}}"
-            keys = [f"{base}:inflight", f"{base}:reserved", f"{base}:used:synthetic",
-                    f"{base}:tpm:synthetic", f"{prefix}:usage", f"{prefix}:usage:served"]
+            q = ks.quota(e.tenant)
+            keys = [q.inflight, q.reserved, q.used("synthetic"), q.tpm("synthetic"),
+                    ks.usage_stream, ks.usage_served]
             script(keys=keys, args=["none", e.total_tokens, e.tenant, e.to_json(), e.outcome],
                    client=pipe)
         pipe.execute()

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import redis
 
 from worldserve.accounting.events import UsageEvent, from_stream_fields
+from worldserve.keyspace import Keyspace
 from worldserve.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -59,8 +60,9 @@ class Worker:
                  clock: Callable[[], float] = time.time) -> None:
         self.r = client
         self.sink = sink
-        self.stream = f"{prefix}:usage"
-        self.dead_stream = f"{prefix}:usage:dead"
+        keys = Keyspace(prefix)
+        self.stream = keys.usage_stream
+        self.dead_stream = keys.usage_dead
         self.consumer = consumer
         self.batch_size = batch_size
         self.block_ms = block_ms

@@ -1,13 +1,10 @@
 """Quota counters in Redis, checked and changed atomically by Lua scripts.
 
-Per tenant (``{q:<tenant>}`` hash tag: one cluster slot per tenant):
-
-    {prefix}:{q:<t>}:inflight      zset reservation id -> expiry (epoch s): a short lease that
-                                   the holding gateway renews while the step runs, so a dead
-                                   gateway's reservations are reclaimed within one lease
-    {prefix}:{q:<t>}:reserved      hash reservation id -> tokens, plus "__total"
-    {prefix}:{q:<t>}:used:<YYYYMM> tokens settled this month (seeded from PostgreSQL when absent)
-    {prefix}:{q:<t>}:tpm:<minute>  tokens charged in that minute (fixed window, 120 s TTL)
+Per tenant (keys from ``worldserve.keyspace``, one cluster slot per tenant): the in-flight
+reservations (id -> expiry: a short lease that the holding gateway renews while the step runs, so
+a dead gateway's reservations are reclaimed within one lease), the tokens each reserves, the
+tokens settled this month (seeded from PostgreSQL when absent) and per minute (fixed window,
+120 s TTL).
 
 A step *reserves* (input estimate + max_tokens) before the model call and *settles* after it:
 the reservation is replaced by the tokens really used and the usage event is appended to the
@@ -33,6 +30,7 @@ import redis.asyncio as aioredis
 
 from worldserve.accounting.events import UsageEvent
 from worldserve.errors import DatabaseUnavailable, ResourceExhausted, Unavailable
+from worldserve.keyspace import Keyspace
 from worldserve.quota.limits import TenantLimits, month_of, seconds_to_next_month
 from worldserve.quota.lua import RESERVE_LUA, SETTLE_LUA
 from worldserve.sessions.store import guard
@@ -62,7 +60,7 @@ def _limit(value: int | None) -> int:
 class RedisQuota:
     def __init__(self, client: aioredis.Redis, prefix: str) -> None:
         self._r = client
-        self._p = prefix
+        self._ks = Keyspace(prefix)
         self._reserve = client.register_script(RESERVE_LUA)
         self._settle = client.register_script(SETTLE_LUA)
         self._held: dict[str, str] = {}  # reservation id -> inflight key, while this process
@@ -70,17 +68,14 @@ class RedisQuota:
 
     # --- keys ---
 
-    def _base(self, tenant: str) -> str:
-        return f"{self._p}:{{q:{tenant}}}"
-
     def used_key(self, tenant: str, month: str) -> str:
-        return f"{self._base(tenant)}:used:{month}"
+        return self._ks.quota(tenant).used(month)
 
     def stream_key(self) -> str:
-        return f"{self._p}:usage"
+        return self._ks.usage_stream
 
     def served_key(self) -> str:
-        return f"{self._p}:usage:served"
+        return self._ks.usage_served
 
     # --- operations ---
 
@@ -98,15 +93,15 @@ class RedisQuota:
                     f"one step may need {tokens} tokens (prompt estimate + max_tokens), more than "
                     f"the tenant's {name} of {value}; lower sampling.max_tokens",
                     subject=f"tenant:{tenant}:{name}")
-        base = self._base(tenant)
+        q = self._ks.quota(tenant)
         allow_unseeded = 0
         for _ in range(3):
             now = time.time()
             month = month_of(now)
             minute = int(now // 60)
-            tpm_key = f"{base}:tpm:{minute}"
+            tpm_key = q.tpm(minute)
             rid = uuid.uuid4().hex
-            keys = [f"{base}:inflight", f"{base}:reserved", self.used_key(tenant, month), tpm_key]
+            keys = [q.inflight, q.reserved, q.used(month), tpm_key]
             args: list[Any] = [now, rid, now + expiry_s, tokens, _limit(limits.max_inflight_steps),
                                _limit(limits.tokens_per_minute), _limit(limits.monthly_token_budget),
                                max(int(60 - now % 60), 1), int(seconds_to_next_month(now)),
@@ -135,10 +130,9 @@ class RedisQuota:
                                 subject=f"tenant:{tenant}:monthly_token_budget", retry_after_s=1)
 
     def settle_keys(self, reservation: Reservation, now: float) -> list[str]:
-        base = self._base(reservation.tenant)
-        return [f"{base}:inflight", f"{base}:reserved",
-                self.used_key(reservation.tenant, month_of(now)), reservation.tpm_key,
-                self.stream_key(), self.served_key()]
+        q = self._ks.quota(reservation.tenant)
+        return [q.inflight, q.reserved, q.used(month_of(now)), reservation.tpm_key,
+                self._ks.usage_stream, self._ks.usage_served]
 
     @staticmethod
     def settle_args(reservation: Reservation, event: UsageEvent) -> list[Any]:
@@ -185,4 +179,4 @@ class RedisQuota:
         return None if raw is None else int(raw)
 
     async def inflight(self, tenant: str) -> int:
-        return int(await guard(lambda: self._r.zcard(f"{self._base(tenant)}:inflight")))
+        return int(await guard(lambda: self._r.zcard(self._ks.quota(tenant).inflight)))

@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from worldserve.backends.base import Backend
 from worldserve.domains.modelcard import ALL_DOMAINS
 from worldserve.errors import BackendUnavailable, NotFound
+from worldserve.keyspace import Keyspace
 from worldserve.routing.choice import Entry, View, choose
 
 log = logging.getLogger(__name__)
@@ -73,9 +74,10 @@ class RegistryRouter:
                  backend_for: Callable[[Entry], Backend], default_template: str,
                  resync_s: float = 10.0, rng: random.Random | None = None) -> None:
         self._r = client
-        self._models_key = f"{prefix}:registry:models"
-        self._aliases_key = f"{prefix}:registry:aliases"
-        self._channel = f"{prefix}:registry:changed"
+        keys = Keyspace(prefix)
+        self._models_key = keys.registry_models
+        self._aliases_key = keys.registry_aliases
+        self._channel = keys.registry_changed
         self._backend_for = backend_for
         self._default_template = default_template
         self._resync_s = resync_s

@@ -1,11 +1,8 @@
 """Sessions in Redis: metadata + an append-only turn list, idle TTL, tenant-scoped keys.
 
-Key layout (the tenant is part of every key, so another tenant's id simply does not resolve):
-
-    {prefix}:{t:<tenant>:s:<sid>}:meta   JSON SessionRecord          (EX idle TTL)
-    {prefix}:{t:<tenant>:s:<sid>}:turns  list of JSON TurnRecord, the session's *own* turns
-    {prefix}:{t:<tenant>:s:<sid>}:forks  set of forks taken from it (then its turns outlive a close)
-    {prefix}:{t:<tenant>}:sessions       zset sid -> expiry (epoch s), for limits and listing
+Keys come from ``worldserve.keyspace`` (the tenant is part of every key, so another tenant's id
+simply does not resolve): a session's meta, its own turns and the forks taken from it (then its
+turns outlive a close), and the tenant's session index (sid -> expiry, for limits and listing).
 
 A fork reads its inherited turns from its ancestors' turn lists (``sessions.lineage``). The
 commit script also touches the quota keys, the usage stream and a fork's ancestors, so it needs
@@ -25,6 +22,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worldserve.errors import StoreUnavailable
+from worldserve.keyspace import Keyspace
 from worldserve.quota.lua import SETTLE_FN
 from worldserve.sessions.lineage import base_count
 from worldserve.sessions.records import SessionRecord, TurnRecord
@@ -168,7 +166,7 @@ async def guard(call: Callable[[], Awaitable[T]]) -> T:
 class RedisSessionStore:
     def __init__(self, client: aioredis.Redis, prefix: str = "ws") -> None:
         self._r = client
-        self._p = prefix
+        self._ks = Keyspace(prefix)
         self._admit = client.register_script(_ADMIT)
         self._commit = client.register_script(SETTLE_FN + _KEEP_ALIVE_FN + _COMMIT_BODY)
         self._fork = client.register_script(_FORK)
@@ -185,11 +183,11 @@ class RedisSessionStore:
         return cls(client, prefix)
 
     def _keys(self, tenant: str, sid: str) -> tuple[str, str]:
-        base = f"{self._p}:{{t:{tenant}:s:{sid}}}"
-        return f"{base}:meta", f"{base}:turns"
+        keys = self._ks.session(tenant, sid)
+        return keys.meta, keys.turns
 
     def _index(self, tenant: str) -> str:
-        return f"{self._p}:{{t:{tenant}}}:sessions"
+        return self._ks.tenant_sessions(tenant)
 
     async def admit(self, tenant: str, session_id: str, ttl: int, limit: int) -> bool:
         now = time.time()
@@ -290,7 +288,7 @@ class RedisSessionStore:
         """Store a child that shares the parent's turns: 'ok', 'missing' or 'limit'."""
         p_meta, _ = self._keys(parent.tenant, parent.session_id)
         c_meta, _ = self._keys(child.tenant, child.session_id)
-        forks = p_meta.removesuffix(":meta") + ":forks"
+        forks = self._ks.session(parent.tenant, parent.session_id).forks
         referenced = [self._turns_key(child.tenant, sid) for sid, _ in child.lineage]
         now = time.time()
         keys = [p_meta, self._index(child.tenant), c_meta, forks, *referenced]
@@ -301,8 +299,8 @@ class RedisSessionStore:
 
     async def forks(self, tenant: str, session_id: str) -> list[str]:
         """Ids of the forks taken from a session (some may since be closed or expired)."""
-        meta, _ = self._keys(tenant, session_id)
-        raw = await guard(lambda: self._r.smembers(meta.removesuffix(":meta") + ":forks"))
+        forks = self._ks.session(tenant, session_id).forks
+        raw = await guard(lambda: self._r.smembers(forks))
         return sorted(r.decode() if isinstance(r, bytes) else str(r) for r in raw)
 
     async def list_ids(self, tenant: str, offset: int, count: int) -> list[str]:
@@ -312,9 +310,8 @@ class RedisSessionStore:
 
     async def close(self, tenant: str, session_id: str) -> int | None:
         """Delete a session; its turn count, or None if unknown. Forks keep working."""
-        meta, turns = self._keys(tenant, session_id)
-        forks = meta.removesuffix(":meta") + ":forks"
-        keys = [meta, turns, forks, self._index(tenant)]
+        own = self._ks.session(tenant, session_id)
+        keys = [own.meta, own.turns, own.forks, self._index(tenant)]
         count = int(await guard(lambda: self._close(keys=keys, args=[session_id])))
         return None if count < 0 else count  # one round trip
 
