@@ -9,6 +9,8 @@ import json
 import re
 from typing import Any
 
+from worldserve.domains.modelcard import normalize_domains
+from worldserve.routing.choice import Entry
 from worldserve_operator.specs import GROUP, VERSION, ModelVersion, WorldModelSpec
 
 KSERVE_API = "serving.kserve.io/v1beta1"
@@ -121,12 +123,14 @@ def registry_entries(spec: WorldModelSpec, namespace: str, chat_template: str,
 
     An empty ``chat_template`` means "the checkpoint's own" (the gateway reads it from the
     model server's files)."""
-    return {f"{spec.name}@{v.name}": {
-        "model": spec.name, "version": v.name, "endpoint": endpoint(spec, v, namespace),
-        "triton_model": TRITON_MODEL, "weight": weights.get(v.name, 0), "state": "serving",
-        "chat_template": v.chat_template or chat_template, "runtime": v.runtime,
-        **({"domains": list(spec.domains_of(v))} if spec.domains_of(v) else {})}
-        for v in spec.versions}
+    out = {}
+    for v in spec.versions:
+        label = f"{spec.name}@{v.name}"
+        out[label] = Entry(
+            label, spec.name, v.name, endpoint(spec, v, namespace), TRITON_MODEL,
+            weights.get(v.name, 0), "serving", v.chat_template or chat_template,
+            domains=normalize_domains(list(spec.domains_of(v))), runtime=v.runtime).to_dict()
+    return out
 
 
 def aliases(spec: WorldModelSpec) -> dict[str, str]:

@@ -11,11 +11,13 @@ no new session lands on it) until ``drain_until``, letting pinned sessions finis
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import redis
 
 from worldserve.keyspace import Keyspace
+from worldserve.routing.choice import Entry
 
 
 def _text(value: bytes | str) -> str:
@@ -53,10 +55,11 @@ class Registry:
         for label, old in existing.items():
             if label in entries:
                 continue
-            until = float(old.get("drain_until") or now + drain_seconds)
+            current = Entry.from_dict(label, old)
+            until = current.drain_until or now + drain_seconds
             draining[label] = until
-            pipe.hset(self.models_key, label, json.dumps(
-                {**old, "state": "draining", "weight": 0, "drain_until": until}, sort_keys=True))
+            drained = replace(current, state="draining", weight=0, drain_until=until)
+            pipe.hset(self.models_key, label, json.dumps(drained.to_dict(), sort_keys=True))
         for field in self.r.hkeys(self.aliases_key):  # type: ignore[union-attr]
             if _text(field).startswith(f"{model}:"):
                 pipe.hdel(self.aliases_key, field)

@@ -11,6 +11,8 @@ import pytest
 import yaml
 
 from tests.k8s_schemas import ROOT, crd_schemas, validate
+from worldserve.domains.modelcard import ALL_DOMAINS
+from worldserve.routing.choice import Entry
 from worldserve_operator import builders
 from worldserve_operator.specs import SpecError, parse_tenant, parse_worldmodel, traffic_weights
 
@@ -118,7 +120,20 @@ def test_declared_domains_reach_the_registry_entry() -> None:
     assert entries["t@a"]["domains"] == ["TERMINAL", "MCP"]
     assert entries["t@b"]["domains"] == ["TERMINAL"]
     bare = parse_worldmodel("u", {"versions": [{"name": "a", "storageUri": "s3://x"}]})
-    assert "domains" not in builders.registry_entries(bare, "ns", "", {"a": 100})["u@a"]
+    raw = builders.registry_entries(bare, "ns", "", {"a": 100})["u@a"]
+    assert raw["domains"] == list(ALL_DOMAINS)  # none declared: all
+
+
+def test_the_registry_entry_is_one_contract_both_sides_read() -> None:
+    """What the operator writes parses back into the gateway's Entry unchanged, field by field."""
+    spec = parse_worldmodel("m", example("qwen-agentworld-397b-a17b")["spec"])
+    for label, raw in builders.registry_entries(spec, "models", "T",
+                                                traffic_weights(spec)).items():
+        entry = Entry.from_dict(label, raw)
+        assert entry.to_dict() == raw
+        assert entry.endpoint == raw["endpoint"] and entry.runtime == raw["runtime"]
+        assert set(raw) <= {f for f in Entry.__dataclass_fields__ if f != "label"} | {
+            "endpoints"}
 
 
 @pytest.mark.parametrize("spec, problem", [

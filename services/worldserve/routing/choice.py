@@ -16,6 +16,9 @@ from worldserve.errors import NotFound
 
 @dataclass(frozen=True, slots=True)
 class Entry:
+    """A registry entry: the one contract the operator writes (``to_dict``) and the gateway
+    reads (``from_dict``) — docs/ARCHITECTURE.md, "registry entry"."""
+
     label: str  # name@version
     model: str
     version: str
@@ -26,6 +29,8 @@ class Entry:
     chat_template: str = ""
     replicas: tuple[str, ...] = ()  # per-replica endpoints, when the registry lists them
     domains: tuple[str, ...] = ALL_DOMAINS  # what the version simulates (its model card)
+    runtime: str = ""  # the WorldModel runtime that serves it (triton-vllm, worldserve, …)
+    drain_until: float = 0.0  # epoch s; a draining entry is removed after it
 
     @classmethod
     def from_dict(cls, label: str, raw: dict[str, Any]) -> Entry:
@@ -33,7 +38,22 @@ class Entry:
                    str(raw.get("triton_model") or "worldmodel"), int(raw.get("weight", 0)),
                    str(raw.get("state", "serving")), str(raw.get("chat_template") or ""),
                    tuple(str(e) for e in raw.get("endpoints") or ()),
-                   normalize_domains(raw.get("domains")))
+                   normalize_domains(raw.get("domains")), str(raw.get("runtime") or ""),
+                   float(raw.get("drain_until") or 0.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object stored under the label (what ``from_dict`` reads back)."""
+        out: dict[str, Any] = {
+            "model": self.model, "version": self.version, "endpoint": self.endpoint,
+            "triton_model": self.triton_model, "weight": self.weight, "state": self.state,
+            "chat_template": self.chat_template, "domains": list(self.domains)}
+        if self.replicas:
+            out["endpoints"] = list(self.replicas)
+        if self.runtime:
+            out["runtime"] = self.runtime
+        if self.drain_until:
+            out["drain_until"] = self.drain_until
+        return out
 
 
 @dataclass(frozen=True, slots=True)
