@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 WHEELS := $(wildcard /opt/wheels)
 
-.PHONY: install demo up test check lint typecheck proto proto-check train train-quick eval-model clean loadtest
+.PHONY: install demo up test check lint typecheck importlint proto proto-check train train-quick eval-model clean loadtest
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -28,13 +28,16 @@ test: install            ## unit + integration tests (real Redis, real Triton)
 loadtest: install       ## Locust, headless, against `worldserve up` (started if not running)
 	PYTHON=$(PY) bash scripts/loadtest.sh
 
-check: lint typecheck proto-check
+check: lint typecheck importlint proto-check
 
 lint: install
 	$(VENV)/bin/ruff check services operators tests bench loadtests
 
 typecheck: install
 	$(VENV)/bin/mypy
+
+importlint: install      ## package layers and the engine port (.importlinter)
+	$(VENV)/bin/lint-imports
 
 proto: install           ## regenerate services/worldserve/v1 from protos/
 	PYTHON=$(PY) bash scripts/gen_protos.sh

@@ -27,7 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from worldserve.domains.chat import render_chat
 from worldserve.modelserver.contract import GenerationRequest
-from worldserve.modelserver.engines import Delta
+from worldserve.modelserver.port import Delta
 from worldserve.modelserver.transformers_engine import TransformersEngine
 from worldserve.settings import DEFAULT_MODEL_DIR
 from worldserve.training.collect import Episode

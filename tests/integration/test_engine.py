@@ -8,7 +8,8 @@ import time
 import pytest
 
 from worldserve.modelserver.contract import GenerationRequest
-from worldserve.modelserver.engines import Delta, EngineUnavailable, build_engine
+from worldserve.modelserver.engines import build_engine
+from worldserve.modelserver.port import Delta, EngineUnavailable
 from worldserve.modelserver.transformers_engine import TransformersEngine
 from worldserve.settings import DEFAULT_MODEL_DIR
 

@@ -445,7 +445,7 @@ async def test_usage_rows_and_report_match_the_steps_served(stack: Stack) -> Non
     with psycopg.connect(libpq_url(stack.database_url)) as conn:
         before = conn.execute("SELECT sum(steps) FROM usage_hourly WHERE tenant_id = %s",
                               (tenant,)).fetchone()
-    from worldserve.accounting.events import UsageEvent
+    from worldserve.quota.events import UsageEvent
 
     with psycopg.connect(libpq_url(stack.database_url)) as conn:
         rows_again = conn.execute(
@@ -517,7 +517,7 @@ async def test_reservation_leases_are_renewed_only_while_held(key_prefix: str,
     """A held reservation's expiry moves forward on renew; a settled one is never re-added."""
     import redis.asyncio as aioredis
 
-    from worldserve.accounting.events import UsageEvent
+    from worldserve.quota.events import UsageEvent
 
     client = aioredis.Redis.from_url(redis_url)
     quota = RedisQuota(client, f"{key_prefix}-lease")

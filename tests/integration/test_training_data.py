@@ -149,4 +149,4 @@ def test_training_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
     log = (work / "progress.log").read_text()
     assert "collecting" not in second.stdout  # the data was kept
     assert "resumed at step" in log
-    assert json.loads((out / "training.json").read_text())["steps"] >= 1
+    assert json.loads((out / "training.json").read_text())["stages"][-1]["steps"] >= 1

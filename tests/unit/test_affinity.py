@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from worldserve.routing.affinity import choose, rendezvous_order
+from worldserve.backends.affinity import choose, rendezvous_order
 
 REPLICAS = ["10.0.0.1:8001", "10.0.0.2:8001", "10.0.0.3:8001"]
 

@@ -9,10 +9,10 @@ import pytest
 
 from worldserve.evaluation import metrics, report
 from worldserve.evaluation.dataset import load
-from worldserve.evaluation.fixture import records
 from worldserve.evaluation.judge import DIMENSIONS, normalise, parse_scores
 from worldserve.settings import DEFAULT_MODEL_DIR
 from worldserve.training.collect import Episode, Turn
+from worldserve.training.fixture import records
 
 FIXTURE = DEFAULT_MODEL_DIR / "data" / "agentworldbench"
 

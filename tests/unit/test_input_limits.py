@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from worldserve.domains.trajectory import parse_agentworldbench
 from worldserve.errors import ECHO_CHARS, MESSAGE_CHARS, InvalidArgument, capped, echo
 from worldserve.sessions.limits import MAX_LABEL_KEY_BYTES, MAX_LABELS, check_labels, utf8_size
+from worldserve.sessions.trajectory import parse_agentworldbench
 from worldserve.tenancy import inputs
 from worldserve.tenancy.records import QuotaSpec
 

@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
-from worldserve.accounting.events import UsageEvent, from_stream_fields, hour_of
 from worldserve.errors import PermissionDenied
+from worldserve.quota.events import UsageEvent, from_stream_fields, hour_of
 from worldserve.quota.limits import (
     TenantLimits,
     check_allowed,
@@ -90,7 +90,7 @@ def test_usage_event_round_trip_and_stream_outcome() -> None:
 
 
 def test_ttl_cache_shares_one_load_and_expires() -> None:
-    from worldserve.tenancy.directory import _TtlCache
+    from worldserve.db.directory import _TtlCache
 
     now = [0.0]
     cache = _TtlCache(4.0, clock=lambda: now[0])
@@ -113,8 +113,8 @@ def test_ttl_cache_shares_one_load_and_expires() -> None:
 
 
 def test_ttl_cache_serves_stale_answers_while_the_database_is_down() -> None:
+    from worldserve.db.directory import _TtlCache
     from worldserve.errors import DatabaseUnavailable
-    from worldserve.tenancy.directory import _TtlCache
 
     now = [0.0]
     cache = _TtlCache(4.0, clock=lambda: now[0], stale_s=60.0)

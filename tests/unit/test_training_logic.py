@@ -13,9 +13,9 @@ from worldserve.domains.faults import (
     normalize_policy,
 )
 from worldserve.domains.templates import Domain
-from worldserve.domains.trajectory import dumps, parse_agentworldbench, to_agentworldbench
 from worldserve.sessions.lineage import base_count, fork_lineage
 from worldserve.sessions.records import Sampling, SessionRecord, TurnRecord
+from worldserve.sessions.trajectory import dumps, parse_agentworldbench, to_agentworldbench
 
 
 def test_fork_lineage_truncates_and_extends() -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import psycopg
 
-from worldserve.accounting.events import UsageEvent, utc
 from worldserve.db.urls import libpq_url
+from worldserve.quota.events import UsageEvent, utc
 from worldserve.quota.limits import month_bounds, month_of
 
 COLUMNS = ("event_id", "occurred_at", "started_at", "tenant_id", "session_id", "model_version",

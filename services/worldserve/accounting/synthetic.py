@@ -11,8 +11,8 @@ import uuid
 
 import redis
 
-from worldserve.accounting.events import UsageEvent
 from worldserve.keyspace import Keyspace
+from worldserve.quota.events import UsageEvent
 from worldserve.quota.lua import SETTLE_LUA
 
 DOMAINS = ("MCP", "SEARCH", "TERMINAL", "SWE", "WEB", "OS", "ANDROID")

@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 import redis
 
-from worldserve.accounting.events import UsageEvent, from_stream_fields
 from worldserve.keyspace import Keyspace
+from worldserve.quota.events import UsageEvent, from_stream_fields
 from worldserve.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """One backend over several model-server replicas: affinity, bounded load, ejection, failover.
 
-A call goes to the session's preferred replica (``routing.affinity``). If that replica fails
+A call goes to the session's preferred replica (``backends.affinity``). If that replica fails
 before sending its first chunk, it is ejected for ``eject_s`` and the call is retried on the next
 replica — nothing reached the client, and the turn is committed once, at the end, so no duplicate
 turn is possible. A failure after the first chunk is not retried here (the client already saw
@@ -20,10 +20,10 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator
 
+from worldserve.backends.affinity import choose
 from worldserve.backends.base import Backend, Chunk, Completion
 from worldserve.errors import BackendUnavailable
 from worldserve.observability.metrics import REPLICA_ROUTES
-from worldserve.routing.affinity import choose
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ def db_upgrade(bootstrap: bool = typer.Option(
     from worldserve.db import migrate
 
     if bootstrap:
-        from worldserve.tenancy.bootstrap import bootstrap as run_bootstrap
+        from worldserve.db.bootstrap import bootstrap as run_bootstrap
 
         revision = run_bootstrap(_database_url(), Settings())
     else:

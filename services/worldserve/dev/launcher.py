@@ -170,7 +170,7 @@ class Stack:
             env = settings_env(s, WORLDSERVE_REDIS_URL=self.services.redis_url)
             logs = self.state_dir / "logs"
             if self.services.database_url:
-                from worldserve.tenancy.bootstrap import bootstrap
+                from worldserve.db.bootstrap import bootstrap
 
                 if tick:
                     tick("migrating the database, registering the dev tenant and keys")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worldserve.domains.trajectory import parse_agentworldbench
+from worldserve.sessions.trajectory import parse_agentworldbench
 
 
 @dataclass(frozen=True, slots=True)

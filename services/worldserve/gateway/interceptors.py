@@ -20,9 +20,9 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from worldserve import errors
+from worldserve.db.directory import Directory
 from worldserve.observability import metrics
 from worldserve.observability.tracing import tracer
-from worldserve.tenancy.directory import Directory
 from worldserve.tenancy.keys import Principal
 
 log = logging.getLogger(__name__)

@@ -23,6 +23,7 @@ from worldserve.backends.base import Backend
 from worldserve.backends.checkpoint import load_chat_template
 from worldserve.backends.replicas import ReplicaSet
 from worldserve.backends.triton import TritonBackend
+from worldserve.db.directory import DatabaseDirectory, Directory, StaticDirectory
 from worldserve.db.repository import Repository, create_engine
 from worldserve.domains import modelcard
 from worldserve.gateway.admin_servicer import AdminServicer
@@ -41,7 +42,6 @@ from worldserve.routing.router import RegistryRouter, Router, StaticRouter
 from worldserve.sessions.limits import MAX_MESSAGE_BYTES
 from worldserve.sessions.store import RedisSessionStore, SessionStore
 from worldserve.settings import Settings
-from worldserve.tenancy.directory import DatabaseDirectory, Directory, StaticDirectory
 from worldserve.tenancy.keys import Principal
 from worldserve.v1 import admin_pb2, admin_pb2_grpc, simulator_pb2, simulator_pb2_grpc
 

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from worldserve.accounting.events import UsageEvent
+from worldserve.db.directory import Directory
 from worldserve.domains.chat import render_chat
 from worldserve.domains.faults import control_instruction, fault_for, normalize_policy
 from worldserve.domains.parsing import MalformedCompletion, parse_completion
@@ -35,6 +35,7 @@ from worldserve.gateway.generation import Delta, Meter, generate
 from worldserve.observability import metrics
 from worldserve.observability.tracing import tracer
 from worldserve.quota.counters import RedisQuota, Reservation
+from worldserve.quota.events import UsageEvent
 from worldserve.quota.limits import check_allowed, reservation_tokens
 from worldserve.routing.router import Router
 from worldserve.sessions.limits import check_labels, utf8_size
@@ -43,7 +44,6 @@ from worldserve.sessions.records import Sampling, SessionRecord, TurnRecord
 from worldserve.sessions.rules import Verdict, admit, needs_older
 from worldserve.sessions.store import SessionStore, Settlement
 from worldserve.settings import Settings
-from worldserve.tenancy.directory import Directory
 
 log = logging.getLogger(__name__)
 NO_LIMIT = 2**31 - 1

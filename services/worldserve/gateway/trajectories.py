@@ -1,14 +1,14 @@
-"""ExportTrajectory and ImportTrajectory over the session store (formats: domains.trajectory)."""
+"""ExportTrajectory and ImportTrajectory over the session store (formats: sessions.trajectory)."""
 
 from __future__ import annotations
 
 import time
 
-from worldserve.domains.trajectory import AGENTWORLDBENCH, FORMATS, dumps, parse_agentworldbench
 from worldserve.errors import InvalidArgument, NotFound, ResourceExhausted, echo
 from worldserve.gateway.simulator import NewSession, Simulator
 from worldserve.sessions.limits import MAX_REPLY_BYTES, utf8_size
 from worldserve.sessions.records import SessionRecord, TurnRecord
+from worldserve.sessions.trajectory import AGENTWORLDBENCH, FORMATS, dumps, parse_agentworldbench
 
 MAX_EXPORTED_SESSIONS = 1000
 

@@ -1,4 +1,4 @@
-"""Generation engines behind the model server: a port and its implementations.
+"""Generation engines behind the model server: implementations of the port (``port``).
 
 ``TransformersEngine`` (``transformers_engine``) loads any Hugging Face causal-LM checkpoint
 directory: continuous batching with prefix (KV) reuse across a session's turns.
@@ -12,51 +12,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from worldserve.modelserver.contract import GenerationRequest
+from worldserve.modelserver.port import Delta, Engine, EngineUnavailable, Sink
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Delta:
-    """A piece of one request's output; the last one carries finish_reason."""
-
-    text: str
-    num_input_tokens: int
-    num_output_tokens: int  # tokens behind this delta
-    finish_reason: str | None = None
-    error: str | None = None
-
-
-Sink = Callable[[Delta], None]
-
-
-class EngineUnavailable(RuntimeError):
-    """The engine cannot run here (missing package, no device)."""
-
-
-class ContextExceeded(ValueError):
-    """The request's prompt plus max_tokens does not fit the model's context (message: the
-    contract's CONTEXT_EXCEEDED text, which the gateway turns into INVALID_ARGUMENT)."""
-
-
-class Engine(Protocol):
-    def submit(self, request: GenerationRequest, sink: Sink) -> Callable[[], None]:
-        """Start generating; deltas go to ``sink`` (from any thread); returns a cancel function."""
-
-    def close(self) -> None: ...
-
-
-def pick_device(setting: str) -> str:
-    import torch
-
-    if setting == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return setting
 
 
 class VllmEngine:

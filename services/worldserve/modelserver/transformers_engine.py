@@ -26,7 +26,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from worldserve.modelserver.contract import GenerationRequest, context_exceeded
-from worldserve.modelserver.engines import (
+from worldserve.modelserver.port import (
     ContextExceeded,
     Delta,
     EngineUnavailable,

@@ -16,7 +16,7 @@ from pytriton.model_config import ModelConfig, Tensor
 from pytriton.triton import Triton
 
 from worldserve.modelserver import contract as c
-from worldserve.modelserver.engines import Delta, Engine
+from worldserve.modelserver.port import Delta, Engine
 
 log = logging.getLogger(__name__)
 

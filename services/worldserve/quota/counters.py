@@ -28,12 +28,12 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from worldserve.accounting.events import UsageEvent
 from worldserve.errors import DatabaseUnavailable, ResourceExhausted, Unavailable
 from worldserve.keyspace import Keyspace
+from worldserve.quota.events import UsageEvent
 from worldserve.quota.limits import TenantLimits, month_of, seconds_to_next_month
 from worldserve.quota.lua import RESERVE_LUA, SETTLE_LUA
-from worldserve.sessions.store import guard
+from worldserve.redis_guard import guard
 
 log = logging.getLogger(__name__)
 MONTH_KEY_TTL_S = 40 * 24 * 3600

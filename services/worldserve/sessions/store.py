@@ -12,22 +12,17 @@ one Redis primary (see docs/TENANCY.md).
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from worldserve.errors import StoreUnavailable
 from worldserve.keyspace import Keyspace
 from worldserve.quota.lua import SETTLE_FN
+from worldserve.redis_guard import guard
 from worldserve.sessions.lineage import base_count
 from worldserve.sessions.records import SessionRecord, TurnRecord
-
-T = TypeVar("T")
 
 _ADMIT = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
@@ -152,15 +147,6 @@ class SessionStore(Protocol):
     async def forks(self, tenant: str, session_id: str) -> list[str]: ...
     async def close(self, tenant: str, session_id: str) -> int | None: ...
     async def ping(self) -> bool: ...
-
-
-async def guard(call: Callable[[], Awaitable[T]]) -> T:
-    try:
-        return await call()
-    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-        raise StoreUnavailable(f"session store unreachable: {exc}") from exc
-    except RedisError as exc:
-        raise StoreUnavailable(f"session store error: {exc}") from exc
 
 
 class RedisSessionStore:

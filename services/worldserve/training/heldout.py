@@ -24,9 +24,9 @@ from transformers import PreTrainedTokenizerFast, Qwen3MoeForCausalLM
 from worldserve.domains.chat import render_chat
 from worldserve.domains.parsing import parse_completion
 from worldserve.evaluation import metrics
+from worldserve.evaluation.metrics import token_f1
 from worldserve.training.categories import category_of
 from worldserve.training.collect import Episode, Turn
-from worldserve.training.fidelity import token_f1
 from worldserve.training.sequence import messages_for
 
 

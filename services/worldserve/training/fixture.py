@@ -1,6 +1,6 @@
 """Build the project's AgentWorldBench-format fixture from the default model's held-out episodes.
 
-    python -m worldserve.evaluation.fixture [--per-domain 0]
+    python -m worldserve.training.fixture [--per-domain 0]
 
 Reads ``models/worldserve-tiny-moe/data/heldout_episodes.jsonl`` (real bash / real tool server
 observations with names and words from the held-out vocabulary split, collected by
