@@ -1,5 +1,7 @@
 """kopf wiring: handlers receive bodies, call the reconcilers, and hand back status patches.
 
+The reconcilers travel in kopf's ``memo`` (``main.operator_memo``): no module state.
+
 Retries: invalid specs are permanent errors (reported as events, not retried); API or database
 trouble is temporary (kopf retries with backoff); draining versions re-check on a timer.
 """
@@ -18,29 +20,19 @@ from worldserve_operator.specs import GROUP, VERSION, SpecError
 log = logging.getLogger(__name__)
 
 
-class Context:
-    """The reconcilers this process uses (set by main, replaced in tests)."""
-
-    worldmodels: WorldModelReconciler | None = None
-    tenants: TenantReconciler | None = None
+def _wm(memo: kopf.Memo) -> WorldModelReconciler:
+    reconciler: WorldModelReconciler = memo["worldmodels"]
+    return reconciler
 
 
-def _wm() -> WorldModelReconciler:
-    assert Context.worldmodels is not None, "operator not configured"
-    return Context.worldmodels
+def _tenants(memo: kopf.Memo) -> TenantReconciler:
+    reconciler: TenantReconciler = memo["tenants"]
+    return reconciler
 
 
-def _tenants() -> TenantReconciler:
-    assert Context.tenants is not None, "operator not configured"
-    return Context.tenants
-
-
-@kopf.on.create(GROUP, VERSION, "worldmodels")
-@kopf.on.update(GROUP, VERSION, "worldmodels")
-@kopf.on.resume(GROUP, VERSION, "worldmodels")
-def reconcile_worldmodel(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+def reconcile_worldmodel(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
     try:
-        status = _wm().reconcile(dict(body))
+        status = _wm(memo).reconcile(dict(body))
     except SpecError as exc:
         kopf.exception(body, reason="InvalidSpec", message=str(exc))
         raise kopf.PermanentError(str(exc)) from exc
@@ -50,17 +42,15 @@ def reconcile_worldmodel(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     kopf.info(body, reason="Reconciled", message=f"versions ready: {status['summary']}")
 
 
-@kopf.timer(GROUP, VERSION, "worldmodels", interval=30, initial_delay=30)
-def refresh_worldmodel(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+def refresh_worldmodel(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
     """Readiness changes and drain deadlines need no spec change to be acted on."""
     with contextlib.suppress(SpecError):  # already reported by the change handler
-        patch.status.update(_wm().reconcile(dict(body)))
+        patch.status.update(_wm(memo).reconcile(dict(body)))
 
 
-@kopf.on.delete(GROUP, VERSION, "worldmodels")
-def delete_worldmodel(body: kopf.Body, **_: Any) -> None:
+def delete_worldmodel(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     try:
-        _wm().delete(dict(body))
+        _wm(memo).delete(dict(body))
     except Draining as exc:
         kopf.info(body, reason="Draining", message=f"waiting for pinned sessions on "
                   f"{', '.join(exc.labels)}")
@@ -69,24 +59,35 @@ def delete_worldmodel(body: kopf.Body, **_: Any) -> None:
         pass  # an invalid resource never created anything
 
 
-@kopf.on.create(GROUP, VERSION, "tenants")
-@kopf.on.update(GROUP, VERSION, "tenants")
-@kopf.on.resume(GROUP, VERSION, "tenants")
-async def reconcile_tenant(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+async def reconcile_tenant(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
     try:
-        status = await _tenants().reconcile(dict(body))
+        status = await _tenants(memo).reconcile(dict(body))
     except ValueError as exc:
         kopf.exception(body, reason="InvalidSpec", message=str(exc))
         raise kopf.PermanentError(str(exc)) from exc
     patch.status.update(status)
 
 
-@kopf.timer(GROUP, VERSION, "tenants", interval=60, initial_delay=10)
-async def tenant_usage(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+async def tenant_usage(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
     """The current period's usage on the resource (kubectl get tenants shows it)."""
-    patch.status.update(await _tenants().status(dict(body)))
+    patch.status.update(await _tenants(memo).status(dict(body)))
 
 
-@kopf.on.delete(GROUP, VERSION, "tenants")
-async def delete_tenant(body: kopf.Body, **_: Any) -> None:
-    await _tenants().delete(dict(body))
+async def delete_tenant(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await _tenants(memo).delete(dict(body))
+
+
+def register(registry: kopf.OperatorRegistry) -> kopf.OperatorRegistry:
+    """Register every handler on ``registry`` (kopf's public decorators); returns it."""
+    wm, tenants = (GROUP, VERSION, "worldmodels"), (GROUP, VERSION, "tenants")
+    for on in (kopf.on.create, kopf.on.update, kopf.on.resume):
+        on(*wm, registry=registry)(reconcile_worldmodel)
+        on(*tenants, registry=registry)(reconcile_tenant)
+    kopf.timer(*wm, interval=30, initial_delay=30, registry=registry)(refresh_worldmodel)
+    kopf.on.delete(*wm, registry=registry)(delete_worldmodel)
+    kopf.timer(*tenants, interval=60, initial_delay=10, registry=registry)(tenant_usage)
+    kopf.on.delete(*tenants, registry=registry)(delete_tenant)
+    return registry
+
+
+register(kopf.get_default_registry())  # what `kopf.operator()` runs in production

@@ -17,7 +17,6 @@ from kubernetes import client, config
 from worldserve.db.repository import Repository, create_engine
 from worldserve.settings import Settings
 from worldserve_operator import handlers  # noqa: F401 - registers the handlers
-from worldserve_operator.handlers import Context
 from worldserve_operator.kube import Kube
 from worldserve_operator.reconcile import TenantReconciler, WorldModelReconciler
 from worldserve_operator.registry import Registry
@@ -25,11 +24,13 @@ from worldserve_operator.registry import Registry
 log = logging.getLogger(__name__)
 
 
-def configure(settings: Settings, api: client.ApiClient, redis_url: str,
-              database_url: str) -> None:
-    Context.worldmodels = WorldModelReconciler(
-        Kube(api), Registry(redis.Redis.from_url(redis_url), settings.key_prefix))
-    Context.tenants = TenantReconciler(Repository(create_engine(database_url)))
+def operator_memo(settings: Settings, api: client.ApiClient, redis_url: str,
+                  database_url: str) -> kopf.Memo:
+    """What every handler gets as ``memo``: the reconcilers of this process."""
+    return kopf.Memo(
+        worldmodels=WorldModelReconciler(
+            Kube(api), Registry(redis.Redis.from_url(redis_url), settings.key_prefix)),
+        tenants=TenantReconciler(Repository(create_engine(database_url))))
 
 
 @kopf.on.startup()
@@ -52,10 +53,10 @@ def main() -> None:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
-    configure(settings, client.ApiClient(), resolve_redis_url(settings),
-              resolve_database_url(settings))
+    memo = operator_memo(settings, client.ApiClient(), resolve_redis_url(settings),
+                         resolve_database_url(settings))
     namespaces = settings.operator_namespaces
-    asyncio.run(kopf.operator(namespaces=namespaces, clusterwide=not namespaces))
+    asyncio.run(kopf.operator(namespaces=namespaces, clusterwide=not namespaces, memo=memo))
 
 
 if __name__ == "__main__":

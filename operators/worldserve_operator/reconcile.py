@@ -103,12 +103,6 @@ class WorldModelReconciler:
                 "observedGeneration": meta.get("generation", 0), "stable": spec.stable,
                 "promotion": blocked or "ok"}
 
-    def pending_drains(self, body: dict[str, Any]) -> list[str]:
-        spec = parse_worldmodel(body["metadata"]["name"], body.get("spec", {}))
-        now = self.clock()
-        return [label for label, e in self.registry.entries(spec.name).items()
-                if e.get("state") == "draining" and float(e.get("drain_until", 0)) > now]
-
     def delete(self, body: dict[str, Any]) -> None:
         """Deleting a WorldModel drains every version first (no new sessions), then removes
         them; raises Draining while pinned sessions may still be using one."""

@@ -12,7 +12,7 @@ import redis
 from kubernetes import client
 
 from tests.operator.test_reconcile import CM, ISVC, body_of, exists
-from worldserve_operator.handlers import Context
+from worldserve_operator import handlers
 from worldserve_operator.kube import Kube
 from worldserve_operator.reconcile import WorldModelReconciler
 from worldserve_operator.registry import Registry
@@ -21,6 +21,8 @@ WM = "worldserve.io/v1alpha1/worldmodels"
 
 
 async def test_operator_reconciles_a_worldmodel_through_kopf(kmock, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    """Public kopf API only: a fresh OperatorRegistry with the operator's handlers (and a login
+    handler for kmock), settings and memo passed to ``kopf.operator``."""
     kmock.resources[ISVC] = {}
     kmock.resources[CM] = {}
     verbs = ["get", "list", "watch", "patch", "create", "delete"]
@@ -38,27 +40,26 @@ async def test_operator_reconciles_a_worldmodel_through_kopf(kmock, redis_url: s
     cfg.host = str(kmock.url).rstrip("/")
     prefix = f"wskopf-{uuid.uuid4().hex[:6]}"
     r = redis.Redis.from_url(redis_url)
-    Context.worldmodels = WorldModelReconciler(Kube(client.ApiClient(cfg)), Registry(r, prefix))
+    memo = kopf.Memo(worldmodels=WorldModelReconciler(Kube(client.ApiClient(cfg)),
+                                                      Registry(r, prefix)))
     body = body_of("qwen-agentworld-35b-a3b")
     body["metadata"]["resourceVersion"] = "1"
     kmock.objects[WM, "models", body["metadata"]["name"]] = body
 
-    registry = kopf.get_default_registry()  # the operator's own handlers
-    activities_before = list(registry._activities._handlers)
+    registry = handlers.register(kopf.OperatorRegistry())
 
     @kopf.on.login(registry=registry)
     def login(**_: object) -> kopf.ConnectionInfo:
         return kopf.ConnectionInfo(server=str(kmock.url).rstrip("/"), insecure=True)
 
-    @kopf.on.startup(registry=registry)
-    def startup(settings: kopf.OperatorSettings, **_: object) -> None:
-        settings.peering.standalone = True
-        settings.posting.enabled = False
-        settings.watching.server_timeout = 5
+    settings = kopf.OperatorSettings()
+    settings.peering.standalone = True
+    settings.posting.enabled = False
+    settings.watching.server_timeout = 5
 
     stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(kopf.operator(registry=registry, clusterwide=True,
-                                             stop_flag=stop, standalone=True))
+    task = asyncio.create_task(kopf.operator(registry=registry, clusterwide=True, stop_flag=stop,
+                                             standalone=True, settings=settings, memo=memo))
     try:
         for _ in range(100):
             if exists(kmock, ISVC, "models", "qwen-agentworld-35b-a3b-v1"):
@@ -76,8 +77,6 @@ async def test_operator_reconciles_a_worldmodel_through_kopf(kmock, redis_url: s
         stop.set_result(None)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(task, 10)
-        Context.worldmodels = None
-        registry._activities._handlers[:] = activities_before
         for key in r.scan_iter(f"{prefix}:*"):
             r.delete(key)
         r.close()

@@ -137,16 +137,3 @@ async def test_tenant_resources_use_the_admin_records(database_url: str) -> None
     await rec.reconcile(body)  # re-creating it brings the tenant back
     assert await repo.find_key(secret) is not None
     await repo.aclose()
-
-
-def test_handlers_are_registered_with_kopf() -> None:
-    import kopf
-
-    import worldserve_operator.handlers  # noqa: F401
-
-    registry = kopf.get_default_registry()
-    names = {h.id for h in registry._changing.get_all_handlers()} | {
-        h.id for h in registry._spawning.get_all_handlers()}
-    for expected in ("reconcile_worldmodel", "delete_worldmodel", "refresh_worldmodel",
-                     "reconcile_tenant", "delete_tenant", "tenant_usage"):
-        assert any(expected in str(n) for n in names), (expected, names)
