@@ -152,3 +152,28 @@ def test_only_gateways_reach_model_pods(helm: str) -> None:
     assert metrics["ports"] == [{"port": 8002, "protocol": "TCP"}]
     assert metrics["from"][0]["namespaceSelector"]["matchLabels"] == {"name": "monitoring"}
     validate(policy)
+
+
+def test_values_schema_describes_every_field_once() -> None:
+    """z2jh style: every value has a description; the resources block is defined once."""
+    import json
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    missing = []
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        for name, sub in node.get("properties", {}).items():
+            if "description" not in sub:
+                missing.append(f"{path}{name}")
+            walk(sub, f"{path}{name}.")
+
+    walk(schema, "")
+    assert missing == []
+    text = json.dumps(schema)
+    assert text.count('"requests"') == 1 and text.count("#/definitions/resources") == 3
+
+
+def test_shared_resources_definition_is_enforced(helm: str) -> None:
+    out = subprocess.run([helm, "template", "ws", str(CHART), "--set",
+                          "worker.resources.bogus=1"], capture_output=True, text=True)
+    assert out.returncode != 0 and "bogus" in out.stderr + out.stdout
