@@ -6,19 +6,21 @@ The servicer converts protobuf to these calls; everything here raises the projec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from worldserve.backends.base import Backend
 from worldserve.db.directory import Directory
 from worldserve.domains.chat import render_chat
 from worldserve.domains.faults import control_instruction, fault_for, normalize_policy
-from worldserve.domains.parsing import MalformedCompletion, parse_completion
+from worldserve.domains.parsing import MalformedCompletion, ParsedCompletion, parse_completion
 from worldserve.domains.rendering import PastTurn, PromptInput, build_messages, turns_needed
 from worldserve.domains.templates import Domain, system_prompt
 from worldserve.errors import (
@@ -90,6 +92,29 @@ class Restart:
 
 
 StepEvent = Delta | Restart | StepResult
+
+
+@dataclass(slots=True)
+class StepContext:
+    """One admitted step on its way through generate and commit."""
+
+    tenant: str
+    step: StepInput
+    record: SessionRecord
+    turns: list[TurnRecord]
+    first_index: int
+    count: int  # turns before this one
+    started: float
+    deadline: float  # monotonic
+    seed: int | None
+    sample: int
+    fault: str
+    backend: Backend
+    template: str
+    prompt: str  # the first attempt's
+    reservation: Reservation
+    meter: Meter = dataclasses.field(default_factory=Meter)
+    parsed: ParsedCompletion | None = None
 
 
 class Simulator:
@@ -293,9 +318,35 @@ class Simulator:
                    commit: bool = True, sample: int = 0) -> AsyncIterator[StepEvent]:
         """Deltas while the model writes, then the StepResult (stored, or replayed).
 
-        With ``commit=False`` the step is a counterfactual preview: generated and metered like
-        any step, never stored; ``sample`` selects its seed (sample 0 = the committed one's).
+        A straight pipeline: admit (load, admission rules, reserve), generate (one retry on a
+        malformed answer, budget forcing inside ``generate``), settle and commit. With
+        ``commit=False`` the step is a counterfactual preview: generated and metered like any
+        step, never stored; ``sample`` selects its seed (sample 0 = the committed one's).
         """
+        admitted = await self._admit(tenant, step, timeout_s, sample)
+        if isinstance(admitted, StepResult):
+            yield admitted  # a retry of a stored step: its turn, nothing generated
+            return
+        ctx = admitted
+        metrics.INFLIGHT.labels(ctx.record.model_version).inc()
+        try:
+            async with contextlib.aclosing(self._generate(ctx)) as events:
+                async for event in events:
+                    yield event
+        except BaseException as exc:
+            cancelled = isinstance(exc, asyncio.CancelledError | GeneratorExit)
+            outcome = "cancelled" if cancelled else "error"
+            await self._settle_failed(ctx.reservation, ctx.record, ctx.meter, ctx.started,
+                                      outcome, ctx.fault)
+            self._observe(tenant, ctx.record, ctx.meter, outcome)
+            raise
+        finally:
+            metrics.INFLIGHT.labels(ctx.record.model_version).dec()
+        yield await self._settle_and_commit(ctx, commit)
+
+    async def _admit(self, tenant: str, step: StepInput, timeout_s: float | None, sample: int
+                     ) -> StepContext | StepResult:
+        """Load the session, apply the admission rules, reserve the tokens."""
         self._check_step(step)
         tail = turns_needed(self.settings.history_window_turns,
                             self.settings.history_window_stride)
@@ -307,108 +358,108 @@ class Simulator:
             raise NotFound(f"session {echo(step.session_id)} not found")
         record, turns, first = loaded.record, loaded.turns, loaded.first_index
         count = loaded.turn_count
-        max_turns = self.settings.max_turns_per_session
-        verdict = admit(turns, step.action, step.expected_turn, max_turns, first)
+        verdict = admit(turns, step.action, step.expected_turn,
+                        self.settings.max_turns_per_session, first)
         if verdict.verdict is Verdict.REPLAY:
             assert verdict.stored is not None
-            yield StepResult(record.session_id, verdict.stored_index, verdict.stored, True)
-            return
-        if verdict.verdict is Verdict.CONFLICT:
-            raise Aborted(f"expected_turn={step.expected_turn} but the session has "
-                          f"{verdict.turn_count} turns")
-        if verdict.verdict is Verdict.LIMIT:
-            raise ResourceExhausted(f"session reached {max_turns} turns",
-                                    subject=f"session:{record.session_id}:turns")
+            return StepResult(record.session_id, verdict.stored_index, verdict.stored, True)
+        if verdict.verdict is not Verdict.APPLY:
+            raise self._refusal(verdict.verdict, record, step.expected_turn, verdict.turn_count)
         started = time.time()
         timeout = min(timeout_s or self.settings.step_timeout_s, self.settings.max_step_timeout_s)
-        deadline = time.monotonic() + timeout
-        seed = self._seed(record, count + 1, sample)
-        sampling = record.sampling
         fault = fault_for(record.faults, record.domain, count + 1, record.session_id)
         backend, template = self.router.target(record.model_version)  # pinned for life
-        first_prompt = self._prompt(record, turns, first, step, False, fault, template)
+        prompt = self._prompt(record, turns, first, step, False, fault, template)
         limits = await self.directory.limits(tenant)
         check_allowed(limits, tenant, record.model_version, "", record.domain)  # quotas change
-        tokens = reservation_tokens(utf8_size(first_prompt), sampling.max_tokens,
+        tokens = reservation_tokens(utf8_size(prompt), record.sampling.max_tokens,
                                     self.settings.reserve_bytes_per_token)
         with tracer.start_as_current_span("quota.reserve", attributes={"db.system": "redis",
                                                                         "worldserve.tokens": tokens}):
             reservation = await self.quota.reserve(tenant, limits, tokens,
                                                    self.settings.reservation_lease_s,
                                                    self.directory.month_tokens)
-        meter = Meter()
-        model_labels = (record.model_version, record.domain)
-        metrics.INFLIGHT.labels(record.model_version).inc()
-        first_delta = True
-        try:
-            parsed = None
-            for attempt in range(2):
-                if attempt:
-                    yield Restart("the model's answer had no complete observation; retrying")
-                prompt = (first_prompt if attempt == 0
-                          else self._prompt(record, turns, first, step, True, fault, template))
-                text: list[str] = []
-                with tracer.start_as_current_span("model.generate", attributes={
-                        "worldserve.attempt": attempt, "worldserve.model": record.model_version}):
-                    async for delta in generate(backend, prompt, sampling, seed, deadline,
-                                                meter, text, self._affinity(record)):
-                        if first_delta:
-                            metrics.FIRST_TOKEN_SECONDS.labels(record.model_version).observe(
-                                time.time() - started)
-                            first_delta = False
-                        yield delta
-                try:
-                    parsed = parse_completion("".join(text))
-                    break
-                except MalformedCompletion as exc:
-                    problem = str(exc)
-            if parsed is None:
-                raise ModelOutputError(
-                    f"the world model gave no usable observation twice ({problem}, finish_reason="
-                    f"{meter.finish or 'unknown'}); the turn was not stored")
-        except BaseException as exc:
-            cancelled = isinstance(exc, asyncio.CancelledError | GeneratorExit)
-            outcome = "cancelled" if cancelled else "error"
-            await self._settle_failed(reservation, record, meter, started, outcome, fault)
-            self._observe(tenant, record, meter, outcome)
-            raise
-        finally:
-            metrics.INFLIGHT.labels(record.model_version).dec()
+        return StepContext(tenant, step, record, turns, first, count, started,
+                           time.monotonic() + timeout, self._seed(record, count + 1, sample),
+                           sample, fault, backend, template, prompt, reservation)
+
+    async def _generate(self, ctx: StepContext) -> AsyncGenerator[StepEvent, None]:
+        """The model's answer as deltas; ``ctx.parsed`` holds it, or ModelOutputError."""
+        record, first_delta, problem = ctx.record, True, ""
+        for attempt in range(2):
+            if attempt:
+                yield Restart("the model's answer had no complete observation; retrying")
+            prompt = ctx.prompt if attempt == 0 else self._prompt(
+                record, ctx.turns, ctx.first_index, ctx.step, True, ctx.fault, ctx.template)
+            text: list[str] = []
+            with tracer.start_as_current_span("model.generate", attributes={
+                    "worldserve.attempt": attempt, "worldserve.model": record.model_version}):
+                async for delta in generate(ctx.backend, prompt, record.sampling, ctx.seed,
+                                            ctx.deadline, ctx.meter, text,
+                                            self._affinity(record)):
+                    if first_delta:
+                        metrics.FIRST_TOKEN_SECONDS.labels(record.model_version).observe(
+                            time.time() - ctx.started)
+                        first_delta = False
+                    yield delta
+            try:
+                ctx.parsed = parse_completion("".join(text))
+                return
+            except MalformedCompletion as exc:
+                problem = str(exc)
+        raise ModelOutputError(
+            f"the world model gave no usable observation twice ({problem}, finish_reason="
+            f"{ctx.meter.finish or 'unknown'}); the turn was not stored")
+
+    async def _settle_and_commit(self, ctx: StepContext, commit: bool) -> StepResult:
+        """Settle the reservation and, unless a preview, append the turn — one script."""
+        record, meter, sampling = ctx.record, ctx.meter, ctx.record.sampling
+        assert ctx.parsed is not None
         turn = TurnRecord(
-            action=step.action, observation=parsed.observation, reasoning=parsed.reasoning,
-            input_tokens=meter.input_tokens, output_tokens=meter.output_tokens,
-            reasoning_tokens=meter.reasoning_tokens,
+            action=ctx.step.action, observation=ctx.parsed.observation,
+            reasoning=ctx.parsed.reasoning, input_tokens=meter.input_tokens,
+            output_tokens=meter.output_tokens, reasoning_tokens=meter.reasoning_tokens,
             model_version=record.model_version, finish_reason=meter.finish or "stop",
-            created_at=time.time(), current_state=step.current_state, seed=seed,
+            created_at=time.time(), current_state=ctx.step.current_state, seed=ctx.seed,
             sampling={"temperature": sampling.temperature, "top_p": sampling.top_p,
                       "max_tokens": sampling.max_tokens,
                       "reasoning_budget": sampling.reasoning_budget},
-            fault_kind=fault,
+            fault_kind=ctx.fault,
         )
         if not commit:
-            await self.quota.settle(reservation, self._event(record, meter, started, "preview",
-                                                             fault))
-            self._observe(tenant, record, meter, "preview")
-            yield StepResult(record.session_id, count + 1, turn, preview=True, sample=sample)
-            return
-        expected = count if step.expected_turn is None else step.expected_turn
-        event = self._event(record, meter, started, "ok", fault)
-        settlement = Settlement(self.quota.settle_keys(reservation, event.ended_at),
-                                self.quota.settle_args(reservation, event))
+            await self.quota.settle(ctx.reservation, self._event(record, meter, ctx.started,
+                                                                 "preview", ctx.fault))
+            self._observe(ctx.tenant, record, meter, "preview")
+            return StepResult(record.session_id, ctx.count + 1, turn, preview=True,
+                              sample=ctx.sample)
+        expected = ctx.count if ctx.step.expected_turn is None else ctx.step.expected_turn
+        event = self._event(record, meter, ctx.started, "ok", ctx.fault)
+        settlement = Settlement(self.quota.settle_keys(ctx.reservation, event.ended_at),
+                                self.quota.settle_args(ctx.reservation, event))
         with tracer.start_as_current_span("session.commit", attributes={"db.system": "redis"}):
-            result = await self.store.commit(record, turn, expected, max_turns, settlement)
-        self._observe(tenant, record, meter, result.outcome)
-        metrics.STEP_SECONDS.labels(*model_labels).observe(time.time() - started)
+            result = await self.store.commit(record, turn, expected,
+                                             self.settings.max_turns_per_session, settlement)
+        self._observe(ctx.tenant, record, meter, result.outcome)
+        metrics.STEP_SECONDS.labels(record.model_version, record.domain).observe(
+            time.time() - ctx.started)
         if result.outcome == "ok":
-            yield StepResult(record.session_id, result.turn_count, turn)
-        elif result.outcome == "replay":
+            return StepResult(record.session_id, result.turn_count, turn)
+        if result.outcome == "replay":
             assert result.stored is not None
-            yield StepResult(record.session_id, expected + 1, result.stored, True)
-        elif result.outcome == "missing":
-            raise NotFound(f"session {step.session_id} was closed or expired during the step")
-        elif result.outcome == "limit":
-            raise ResourceExhausted(f"session reached {max_turns} turns",
-                                    subject=f"session:{record.session_id}:turns")
-        else:
-            raise Aborted(f"another step was applied first: the session now has "
-                          f"{result.turn_count} turns")
+            return StepResult(record.session_id, expected + 1, result.stored, True)
+        if result.outcome == "missing":
+            raise NotFound(f"session {echo(ctx.step.session_id)} was closed or expired during "
+                           "the step")
+        verdict = Verdict.LIMIT if result.outcome == "limit" else Verdict.CONFLICT
+        raise self._refusal(verdict, record, None, result.turn_count)
+
+    def _refusal(self, verdict: Verdict, record: SessionRecord, expected_turn: int | None,
+                 turn_count: int) -> Exception:
+        """The error of a step the rules refuse: at admission, or found again at commit."""
+        if verdict is Verdict.LIMIT:
+            limit = self.settings.max_turns_per_session
+            return ResourceExhausted(f"session reached {limit} turns",
+                                     subject=f"session:{record.session_id}:turns")
+        if expected_turn is not None:
+            return Aborted(f"expected_turn={expected_turn} but the session has {turn_count} turns")
+        return Aborted(f"another step was applied first: the session now has {turn_count} turns")
