@@ -194,10 +194,12 @@ async def test_a_killed_gateways_slots_are_free_within_15s(make_settings, redis_
             s = await other.CreateSession(pb.CreateSessionRequest(domain=pb.TERMINAL),
                                           metadata=md)
             refused = 0
-            while True:
+            while True:  # admitted = the step streams (its first event comes after admission)
+                call = other.StreamStep(pb.StepRequest(session_id=s.session_id, action="pwd"),
+                                        metadata=md, timeout=60)
                 try:
-                    await other.Step(pb.StepRequest(session_id=s.session_id, action="pwd"),
-                                     metadata=md, timeout=60)
+                    assert await call.read() is not grpc.aio.EOF
+                    call.cancel()
                     break
                 except grpc.aio.AioRpcError as exc:
                     assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc.details()
