@@ -126,6 +126,13 @@ class Settings(BaseSettings):
 
     # --- model backend ---
     triton_url: str = Field("127.0.0.1:8001", description="Triton gRPC endpoint (host:port).")
+    backend_protocol: Literal["triton", "openai"] = Field(
+        "triton", description="How the gateway reaches its single model server (without the "
+        "registry): Triton's gRPC stream at triton_url, or an OpenAI-compatible completions "
+        "server (vLLM, SGLang, transformers serve) at openai_url.")
+    openai_url: str = Field("http://127.0.0.1:8000", description="OpenAI-compatible server.")
+    openai_model: str = Field(
+        "", description="Model name the OpenAI-compatible server serves; empty = model_dir.")
     triton_replicas: list[str] = Field(
         [], description="Several Triton endpoints of the same model (replicas); overrides "
         "triton_url: session affinity, bounded load, failover."

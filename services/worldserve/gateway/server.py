@@ -21,6 +21,7 @@ from grpc_reflection.v1alpha import reflection
 
 from worldserve.backends.base import Backend
 from worldserve.backends.checkpoint import load_chat_template
+from worldserve.backends.openai import OpenAIBackend
 from worldserve.backends.replicas import ReplicaSet
 from worldserve.backends.triton import TritonBackend
 from worldserve.db.directory import DatabaseDirectory, Directory, StaticDirectory
@@ -104,11 +105,17 @@ class Gateway:
 
 
 def triton_for_entry(entry: Entry, policy: str = "affinity", load_floor: int = 1) -> Backend:
-    """The backend of a registry entry: its replicas when listed, else its Service endpoint."""
+    """The backend of a registry entry (its protocol): its replicas when listed, else its
+    Service endpoint."""
+    def one(url: str) -> Backend:
+        if entry.protocol == "openai":
+            return OpenAIBackend(url, entry.label)
+        return TritonBackend(url, entry.triton_model)
+
     if entry.replicas:
-        return ReplicaSet({url: TritonBackend(url, entry.triton_model) for url in entry.replicas},
+        return ReplicaSet({url: one(url) for url in entry.replicas},
                           policy=policy, load_floor=load_floor)
-    return TritonBackend(entry.endpoint, entry.triton_model)
+    return one(entry.endpoint)
 
 
 def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
@@ -162,6 +169,9 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
                                                        load_floor=settings.replica_load_floor),
                                 template)
     else:
+        if backend is None and settings.backend_protocol == "openai":
+            backend = OpenAIBackend(settings.openai_url,
+                                    settings.openai_model or str(settings.model_dir))
         if backend is None:
             backend = (ReplicaSet({url: TritonBackend(url, settings.model_name)
                                    for url in settings.triton_replicas},

@@ -31,6 +31,7 @@ class Entry:
     domains: tuple[str, ...] = ALL_DOMAINS  # what the version simulates (its model card)
     runtime: str = ""  # the WorldModel runtime that serves it (triton-vllm, worldserve, …)
     drain_until: float = 0.0  # epoch s; a draining entry is removed after it
+    protocol: str = "triton"  # triton (gRPC ModelStreamInfer) | openai (/v1/completions)
 
     @classmethod
     def from_dict(cls, label: str, raw: dict[str, Any]) -> Entry:
@@ -39,7 +40,7 @@ class Entry:
                    str(raw.get("state", "serving")), str(raw.get("chat_template") or ""),
                    tuple(str(e) for e in raw.get("endpoints") or ()),
                    normalize_domains(raw.get("domains")), str(raw.get("runtime") or ""),
-                   float(raw.get("drain_until") or 0.0))
+                   float(raw.get("drain_until") or 0.0), str(raw.get("protocol") or "triton"))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object stored under the label (what ``from_dict`` reads back)."""
@@ -53,6 +54,8 @@ class Entry:
             out["runtime"] = self.runtime
         if self.drain_until:
             out["drain_until"] = self.drain_until
+        if self.protocol != "triton":
+            out["protocol"] = self.protocol
         return out
 
 
