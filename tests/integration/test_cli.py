@@ -62,3 +62,39 @@ def test_up_demo_and_ctrl_c(tmp_path: Path, redis_url: str, database_url: str) -
     leftovers = subprocess.run(["pgrep", "-f", f"grpc-port {ports['GRPC']}"],
                                capture_output=True, text=True)
     assert leftovers.stdout.strip() == "", "tritonserver outlived `worldserve up`"
+
+
+def test_up_with_the_openai_backend(tmp_path: Path, redis_url: str, database_url: str) -> None:
+    """`worldserve up --backend openai` serves the model with `transformers serve` instead of
+    Triton; a step goes through it; Ctrl-C stops it too."""
+    from worldserve.sdk import Client
+
+    gateway, openai = free_port(), free_port()
+    env = dict(os.environ, WORLDSERVE_GATEWAY_PORT=str(gateway),
+               WORLDSERVE_OPENAI_URL=f"http://127.0.0.1:{openai}",
+               WORLDSERVE_REDIS_URL=redis_url, WORLDSERVE_DATABASE_URL=database_url,
+               WORLDSERVE_DEV_API_KEY="cli-openai-key", WORLDSERVE_METRICS_PORT="0",
+               COLUMNS="100")
+    log_path = tmp_path / "up.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - the child writes it while we read
+    up = subprocess.Popen([str(BIN), "up", "--backend", "openai", "--state-dir",
+                           str(tmp_path / "state")], env=env, stdout=log,
+                          stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 300
+        while "press Ctrl-C" not in log_path.read_text(errors="replace"):
+            assert up.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, "stack did not come up"
+            time.sleep(0.5)
+        assert "OpenAI-compatible server" in log_path.read_text()
+        with Client(f"127.0.0.1:{gateway}", api_key="cli-openai-key") as client:
+            session = client.create_session("terminal", initial_state="Files: a.txt")
+            result = client.step(session.session_id, "ls")
+            assert result.turn == 1 and result.usage.output_tokens > 0
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.wait(60)
+        log.close()
+    assert up.returncode == 0, log_path.read_text()
+    for port in (gateway, openai):
+        assert not port_open("127.0.0.1", port), f"port {port} still open after Ctrl-C"

@@ -64,8 +64,12 @@ def _print_endpoints(stack, generated_key: bool) -> None:  # type: ignore[no-unt
     table.add_column("note")
     table.add_row("gateway (gRPC)", stack.gateway_target,
                   "worldserve.v1.Simulator + Admin, health, reflection")
-    table.add_row("Triton gRPC", s.triton_url, f"model {s.model_name!r}")
-    table.add_row("Triton HTTP / metrics", f"127.0.0.1:{s.triton_http_port} / :{s.triton_metrics_port}", "")
+    if s.backend_protocol == "openai":
+        table.add_row("OpenAI-compatible server", s.openai_url, "transformers serve")
+    else:
+        table.add_row("Triton gRPC", s.triton_url, f"model {s.model_name!r}")
+        table.add_row("Triton HTTP / metrics",
+                      f"127.0.0.1:{s.triton_http_port} / :{s.triton_metrics_port}", "")
     for name, url, how in stack.services.describe():
         table.add_row(name, url, how)
     console.print(table)
@@ -76,11 +80,18 @@ def _print_endpoints(stack, generated_key: bool) -> None:  # type: ignore[no-unt
 
 
 @app.command()
-def up(state_dir: Path = typer.Option(STATE_DIR, help="Where bundled services keep data.")) -> None:
-    """Start Redis/PostgreSQL (bundled if none), the Triton model server and the gateway."""
+def up(state_dir: Path = typer.Option(STATE_DIR, help="Where bundled services keep data."),
+       backend: str = typer.Option("", help="triton (default) or openai: `transformers serve` "
+                                   "as an OpenAI-compatible model server instead of Triton.")
+       ) -> None:
+    """Start Redis/PostgreSQL (bundled if none), the model server and the gateway."""
     from worldserve.dev.launcher import supervise
 
     settings, generated = _settings_with_key()
+    if backend:
+        if backend not in ("triton", "openai"):
+            raise typer.BadParameter("--backend is triton or openai")
+        settings = settings.model_copy(update={"backend_protocol": backend})
     stack = _start_stack(settings, state_dir)
     stop = threading.Event()
     # Explicit handlers: a process started in the background inherits SIGINT as *ignored*, and

@@ -47,6 +47,7 @@ class Child:
     started: float = field(default_factory=time.monotonic)
     failures: int = 0  # crashes in a row (reset once it has run for RestartPolicy.stable_s)
     restart_at: float | None = None  # when a crashed child is due to be started again
+    args: tuple[str, ...] = ()
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -72,14 +73,24 @@ class Child:
             os.killpg(pgid, signal.SIGKILL)
 
 
-def spawn(name: str, module: str, env: dict[str, str], log_dir: Path, append: bool = False
-          ) -> Child:
+def spawn(name: str, module: str, env: dict[str, str], log_dir: Path, append: bool = False,
+          args: tuple[str, ...] = ()) -> Child:
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with open(log_path, "ab" if append else "wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", module], env=env, stdout=log,
+        process = subprocess.Popen([sys.executable, "-m", module, *args], env=env, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True)
-    return Child(name, process, log_path, module, env)
+    return Child(name, process, log_path, module, env, args=args)
+
+
+def openai_server_ready(url: str, model: str) -> bool:
+    import httpx
+
+    try:
+        models = httpx.get(f"{url.rstrip('/')}/v1/models", timeout=2)
+        return any(m.get("id") == model for m in models.json().get("data", []))
+    except (httpx.HTTPError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -111,7 +122,7 @@ def supervise(children: list[Child], now: float, policy: RestartPolicy = Restart
                           f"(crash {child.failures} in a row; log {child.log_path})")
         elif now >= child.restart_at:
             fresh = spawn(child.name, child.module, child.env, child.log_path.parent,
-                          append=True)
+                          append=True, args=child.args)
             fresh.failures = child.failures
             children[i] = fresh
             events.append(f"{child.name} restarted (pid {fresh.process.pid})")
@@ -159,8 +170,11 @@ class Stack:
     def start(self, tick: Callable[[str], None] | None = None, need_postgres: bool = True) -> None:
         s = self.settings
         try:
-            for port in (s.gateway_port, int(s.triton_url.rsplit(":", 1)[1]),
-                         s.triton_http_port, s.triton_metrics_port):
+            model_ports = ((int(s.openai_url.rstrip("/").rsplit(":", 1)[1]),)
+                           if s.backend_protocol == "openai" else
+                           (int(s.triton_url.rsplit(":", 1)[1]), s.triton_http_port,
+                            s.triton_metrics_port))
+            for port in (s.gateway_port, *model_ports):
                 if port_open("127.0.0.1", port):
                     raise StackError(f"port {port} is already in use: is another stack running? "
                                      "Stop it, or set WORLDSERVE_*_PORT to free ports.")
@@ -177,10 +191,20 @@ class Stack:
                 bootstrap(self.services.database_url, s)
                 env["WORLDSERVE_DATABASE_URL"] = self.services.database_url
                 self.children.append(spawn("worker", "worldserve.accounting.worker", env, logs))
-            model = spawn("modelserver", "worldserve.modelserver.main", env, logs)
-            self.children.append(model)
-            wait_for("loading the world model into Triton",
-                     lambda: triton_model_ready(s.triton_url, s.model_name), model, 600, tick)
+            if s.backend_protocol == "openai":  # an OpenAI-compatible server instead of Triton
+                host, openai_port = s.openai_url.split("://", 1)[-1].rstrip("/").rsplit(":", 1)
+                model_id = s.openai_model or str(s.model_dir)
+                model = spawn("openai-server", "transformers.cli.transformers", env, logs,
+                              args=("serve", model_id, "--host", host, "--port", openai_port))
+                self.children.append(model)
+                wait_for("loading the world model into transformers serve",
+                         lambda: openai_server_ready(s.openai_url, model_id), model, 600, tick)
+            else:
+                model = spawn("modelserver", "worldserve.modelserver.main", env, logs)
+                self.children.append(model)
+                wait_for("loading the world model into Triton",
+                         lambda: triton_model_ready(s.triton_url, s.model_name), model, 600,
+                         tick)
             gateway = spawn("gateway", "worldserve.gateway.server", env, logs)
             self.children.append(gateway)
             wait_for("starting the gateway",
