@@ -14,6 +14,8 @@ from worldserve.routing.choice import Entry
 from worldserve_operator.specs import GROUP, VERSION, ModelVersion, WorldModelSpec
 
 KSERVE_API = "serving.kserve.io/v1beta1"
+LLM_API = "serving.kserve.io/v1alpha2"  # KServe's LLM track (llm-d): LLMInferenceService
+VLLM_PORT = 8000
 MANAGED_BY = {"app.kubernetes.io/managed-by": "worldserve-operator"}
 RUNTIMES = {"triton-vllm": ("worldserve-triton-vllm", "triton"),
             "worldserve": ("worldserve-pytriton", "worldserve")}
@@ -112,13 +114,62 @@ def inference_service(spec: WorldModelSpec, v: ModelVersion, namespace: str,
     }
 
 
+def llm_inference_service(spec: WorldModelSpec, v: ModelVersion, namespace: str,
+                          owner: dict[str, Any]) -> dict[str, Any]:
+    """A KServe LLMInferenceService (v1alpha2, llm-d) serving one version with vLLM: its
+    OpenAI-compatible /v1/completions is what the gateway calls (registry protocol openai)."""
+    limits: dict[str, Any] = {"cpu": v.cpu, "memory": v.memory}
+    if v.gpus:
+        limits[v.gpu_resource] = str(v.gpus)
+    args = ["--served-model-name", f"{spec.name}@{v.name}", "--max-model-len",
+            str(v.max_model_len), "--gpu-memory-utilization", str(v.gpu_memory_utilization),
+            "--enable-prefix-caching", "--language-model-only", "--trust-remote-code"]
+    if v.reasoning_parser:
+        args += ["--reasoning-parser", v.reasoning_parser]
+    args += list(v.vllm_args)
+    container: dict[str, Any] = {"name": "main", "args": args,
+                                 "resources": {"limits": limits, "requests": dict(limits)}}
+    if v.image:
+        container["image"] = v.image
+    template: dict[str, Any] = {"containers": [container]}
+    if v.node_selector:
+        template["nodeSelector"] = dict(v.node_selector)
+    parallelism: dict[str, Any] = {"tensor": v.tensor_parallel_size}
+    if v.data_parallel_size > 1:
+        parallelism["data"] = v.data_parallel_size
+    if v.expert_parallel:
+        parallelism["expert"] = True
+    return {
+        "apiVersion": LLM_API, "kind": "LLMInferenceService",
+        "metadata": {"name": resource_name(spec.name, v.name), "namespace": namespace,
+                     "labels": _labels(spec, v), "annotations": {},
+                     "ownerReferences": [owner_reference(owner)]},
+        "spec": {
+            "model": {"uri": v.storage_uri, "name": f"{spec.name}@{v.name}"},
+            "replicas": v.min_replicas, "parallelism": parallelism,
+            "labels": _labels(spec, v),  # on the pods: the chart's NetworkPolicy selects them
+            "template": template,
+            "router": {"route": {}, "gateway": {}, "scheduler": {}},  # llm-d routing on
+        },
+    }
+
+
 def endpoint(spec: WorldModelSpec, v: ModelVersion, namespace: str) -> str:
-    """Where the gateway reaches a version: the predictor Service's gRPC (h2c) port."""
-    return f"{resource_name(spec.name, v.name)}-predictor.{namespace}.svc.cluster.local:80"
+    """Where the gateway reaches a version: the predictor Service's gRPC (h2c) port, or for
+    vllm the LLMInferenceService's workload Service (its status address wins when known)."""
+    name = resource_name(spec.name, v.name)
+    if v.runtime == "vllm":
+        return f"http://{name}-kserve-workload-svc.{namespace}.svc.cluster.local:{VLLM_PORT}"
+    return f"{name}-predictor.{namespace}.svc.cluster.local:80"
+
+
+def protocol(v: ModelVersion) -> str:
+    return "openai" if v.runtime == "vllm" else "triton"
 
 
 def registry_entries(spec: WorldModelSpec, namespace: str, chat_template: str,
-                     weights: dict[str, int]) -> dict[str, dict[str, Any]]:
+                     weights: dict[str, int], addresses: dict[str, str] | None = None
+                     ) -> dict[str, dict[str, Any]]:
     """``name@version`` → what the gateway needs to route new and pinned sessions.
 
     An empty ``chat_template`` means "the checkpoint's own" (the gateway reads it from the
@@ -126,10 +177,12 @@ def registry_entries(spec: WorldModelSpec, namespace: str, chat_template: str,
     out = {}
     for v in spec.versions:
         label = f"{spec.name}@{v.name}"
+        address = (addresses or {}).get(v.name) or endpoint(spec, v, namespace)
         out[label] = Entry(
-            label, spec.name, v.name, endpoint(spec, v, namespace), TRITON_MODEL,
+            label, spec.name, v.name, address, TRITON_MODEL,
             weights.get(v.name, 0), "serving", v.chat_template or chat_template,
-            domains=normalize_domains(list(spec.domains_of(v))), runtime=v.runtime).to_dict()
+            domains=normalize_domains(list(spec.domains_of(v))), runtime=v.runtime,
+            protocol=protocol(v)).to_dict()
     return out
 
 

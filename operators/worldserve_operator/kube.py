@@ -8,6 +8,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 KSERVE = ("serving.kserve.io", "v1beta1", "inferenceservices")
+LLM = ("serving.kserve.io", "v1alpha2", "llminferenceservices")
+Kind = tuple[str, str, str]
 
 
 class Kube:
@@ -15,10 +17,10 @@ class Kube:
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
 
-    def apply_isvc(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+    def apply_isvc(self, obj: dict[str, Any], kind: Kind = KSERVE) -> dict[str, Any] | None:
         """Create or patch; returns the object the API server answered with (if any)."""
         meta = obj["metadata"]
-        group, version, plural = KSERVE
+        group, version, plural = kind
         try:
             self.custom.get_namespaced_custom_object(group, version, meta["namespace"], plural,
                                                      meta["name"])
@@ -32,8 +34,9 @@ class Kube:
             {"metadata": {"labels": meta["labels"], "annotations": meta["annotations"]},
              "spec": obj["spec"]}))
 
-    def get_isvc(self, namespace: str, name: str) -> dict[str, Any] | None:
-        group, version, plural = KSERVE
+    def get_isvc(self, namespace: str, name: str, kind: Kind = KSERVE
+                 ) -> dict[str, Any] | None:
+        group, version, plural = kind
         try:
             return cast(dict[str, Any], self.custom.get_namespaced_custom_object(
                 group, version, namespace, plural, name))
@@ -42,8 +45,8 @@ class Kube:
                 return None
             raise
 
-    def delete_isvc(self, namespace: str, name: str) -> None:
-        group, version, plural = KSERVE
+    def delete_isvc(self, namespace: str, name: str, kind: Kind = KSERVE) -> None:
+        group, version, plural = kind
         try:
             self.custom.delete_namespaced_custom_object(group, version, namespace, plural, name)
         except ApiException as exc:

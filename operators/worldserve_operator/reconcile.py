@@ -16,7 +16,7 @@ from worldserve.db.repository import Repository
 from worldserve.errors import NotFound
 from worldserve.tenancy.records import QuotaSpec
 from worldserve_operator import builders, gate
-from worldserve_operator.kube import Kube
+from worldserve_operator.kube import KSERVE, LLM, Kube
 from worldserve_operator.registry import Registry
 from worldserve_operator.specs import parse_tenant, parse_worldmodel, traffic_weights
 
@@ -66,13 +66,20 @@ class WorldModelReconciler:
         spec = dataclasses.replace(spec, stable=stable)
         applied: dict[str, dict[str, Any] | None] = {}
         for v in spec.versions:
+            if v.runtime == "vllm":  # KServe's LLM track
+                applied[v.name] = self.kube.apply_isvc(
+                    builders.llm_inference_service(spec, v, namespace, body), LLM)
+                continue
             if v.runtime == "triton-vllm":
                 self.kube.apply_configmap(builders.model_repository(spec, v, namespace, body))
             applied[v.name] = self.kube.apply_isvc(builders.inference_service(spec, v, namespace,
                                                                                body))
         weights = traffic_weights(spec)
+        # An LLMInferenceService reports where it answers (status.url): that wins.
+        addresses = {v.name: str(url) for v in spec.versions if v.runtime == "vllm"
+                     and (url := ((applied[v.name] or {}).get("status") or {}).get("url"))}
         entries = builders.registry_entries(spec, namespace, self._chat_template(body, spec),
-                                            weights)
+                                            weights, addresses)
         now = self.clock()
         draining = self.registry.sync(spec.name, entries, builders.aliases(spec), now,
                                       spec.drain_seconds)
@@ -81,13 +88,15 @@ class WorldModelReconciler:
             version = label.split("@", 1)[1]
             name = builders.resource_name(spec.name, version)
             self.kube.delete_isvc(namespace, name)
+            self.kube.delete_isvc(namespace, name, LLM)
             self.kube.delete_configmap(namespace, f"{name}-repo")
         self.registry.remove(expired, spec.name)
         status_versions = {}
         for v in spec.versions:
             # the object the create/patch answered carries its status; read only if it did not
             isvc = applied[v.name] or self.kube.get_isvc(
-                namespace, builders.resource_name(spec.name, v.name))
+                namespace, builders.resource_name(spec.name, v.name),
+                LLM if v.runtime == "vllm" else KSERVE)
             ready, reason = _isvc_ready(isvc)
             status_versions[v.name] = {
                 "ready": ready, "reason": reason, "weight": weights.get(v.name, 0),
@@ -117,6 +126,7 @@ class WorldModelReconciler:
         for v in spec.versions:  # owner references would do this too; be explicit
             name = builders.resource_name(spec.name, v.name)
             self.kube.delete_isvc(meta["namespace"], name)
+            self.kube.delete_isvc(meta["namespace"], name, LLM)
             self.kube.delete_configmap(meta["namespace"], f"{name}-repo")
 
 

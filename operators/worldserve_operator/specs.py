@@ -39,6 +39,11 @@ class ModelVersion:
     traffic_percent: int | None = None
     chat_template: str = ""
     domains: tuple[str, ...] = ()  # what the version simulates; () = the model-level list
+    # runtime vllm (KServe LLMInferenceService): data/expert parallelism and vLLM's arguments
+    data_parallel_size: int = 1
+    expert_parallel: bool = False
+    reasoning_parser: str = "qwen3"
+    vllm_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +99,11 @@ def parse_worldmodel(name: str, spec: dict[str, Any]) -> WorldModelSpec:
             autoscaling=Autoscaling(auto.get("signal", "concurrency"), int(auto.get("target", 8)),
                                     auto.get("prometheusAddress", "")),
             traffic_percent=raw.get("trafficPercent"), chat_template=raw.get("chatTemplate", ""),
-            domains=_domains(raw.get("domains"))))
+            domains=_domains(raw.get("domains")),
+            data_parallel_size=int(raw.get("dataParallelSize", 1)),
+            expert_parallel=bool(raw.get("expertParallel", False)),
+            reasoning_parser=str(raw.get("reasoningParser", "qwen3")),
+            vllm_args=tuple(str(a) for a in raw.get("vllmArgs", ()) or ())))
     aliases = spec.get("aliases", {}) or {}
     template = spec.get("chatTemplate", {}) or {}
     ref = template.get("configMapRef")

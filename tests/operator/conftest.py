@@ -14,6 +14,7 @@ from worldserve_operator.registry import Registry
 
 ISVC = "serving.kserve.io/v1beta1/inferenceservices"
 CM = "v1/configmaps"
+LLMISVC = "serving.kserve.io/v1alpha2/llminferenceservices"
 
 
 class Clock:
@@ -28,6 +29,7 @@ class Clock:
 def world(kmock, redis_url: str):  # type: ignore[no-untyped-def]
     kmock.resources[ISVC] = {}
     kmock.resources[CM] = {}
+    kmock.resources[LLMISVC] = {}
     cfg = client.Configuration()
     cfg.host = str(kmock.url).rstrip("/")
     api = client.ApiClient(cfg)

@@ -156,3 +156,48 @@ def test_tenant_spec() -> None:
     t = parse_tenant("acme", load(ROOT / "examples" / "tenants" / "acme.yaml")["spec"])
     assert t.tenant_id == "acme" and t.quota["monthly_token_budget"] == 500_000_000
     assert t.quota["allowed_domains"] == ["WEB", "OS", "ANDROID"]
+
+
+VLLM_SPEC = {"domains": ["MCP", "TERMINAL"], "versions": [{
+    "name": "v1", "storageUri": "hf://Qwen/Qwen-AgentWorld-35B-A3B", "runtime": "vllm",
+    "tensorParallelSize": 4, "dataParallelSize": 2, "expertParallel": True,
+    "maxModelLen": 262144, "minReplicas": 2, "maxReplicas": 4, "resources": {"gpus": 4},
+    "vllmArgs": ["--max-num-seqs", "64"]}]}
+
+
+def test_vllm_version_builds_a_valid_llm_inference_service() -> None:
+    spec = parse_worldmodel("agentworld", VLLM_SPEC)
+    v = spec.versions[0]
+    obj = builders.llm_inference_service(spec, v, "models", OWNER)
+    validate(obj)  # against shared/schemas/kserve/serving.kserve.io_llminferenceservices.yaml
+    assert (obj["apiVersion"], obj["kind"]) == ("serving.kserve.io/v1alpha2",
+                                                "LLMInferenceService")
+    body = obj["spec"]
+    assert body["model"] == {"uri": "hf://Qwen/Qwen-AgentWorld-35B-A3B",
+                             "name": "agentworld@v1"}
+    assert body["replicas"] == 2
+    assert body["parallelism"] == {"tensor": 4, "data": 2, "expert": True}
+    args = body["template"]["containers"][0]["args"]
+    for flag in ("--language-model-only", "--enable-prefix-caching", "--trust-remote-code"):
+        assert flag in args
+    assert args[args.index("--reasoning-parser") + 1] == "qwen3"
+    assert args[args.index("--max-model-len") + 1] == "262144"
+    assert args[-2:] == ["--max-num-seqs", "64"]
+    limits = body["template"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == "4"
+    assert set(body["router"]) == {"route", "gateway", "scheduler"}
+    assert "worldserve.io/model" in body["labels"]  # the NetworkPolicy selects the pods
+
+
+def test_vllm_version_registers_as_openai() -> None:
+    spec = parse_worldmodel("agentworld", VLLM_SPEC)
+    raw = builders.registry_entries(spec, "models", "", {"v1": 100})["agentworld@v1"]
+    entry = Entry.from_dict("agentworld@v1", raw)
+    assert entry.protocol == "openai" and entry.runtime == "vllm"
+    assert entry.endpoint.startswith("http://agentworld-v1-kserve-workload-svc.models.svc")
+    moved = builders.registry_entries(spec, "models", "", {"v1": 100},
+                                      {"v1": "https://agentworld.example/"})["agentworld@v1"]
+    assert moved["endpoint"] == "https://agentworld.example/"  # the service's own address
+    triton = parse_worldmodel("m", example("qwen-agentworld-397b-a17b")["spec"])
+    raw = builders.registry_entries(triton, "models", "", {"v1": 100})["m@v1"]
+    assert Entry.from_dict("m@v1", raw).protocol == "triton" and "protocol" not in raw

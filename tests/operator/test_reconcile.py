@@ -137,3 +137,28 @@ async def test_tenant_resources_use_the_admin_records(database_url: str) -> None
     await rec.reconcile(body)  # re-creating it brings the tenant back
     assert await repo.find_key(secret) is not None
     await repo.aclose()
+
+
+async def test_a_vllm_version_becomes_an_llm_inference_service(world) -> None:  # type: ignore[no-untyped-def]
+    from tests.operator.conftest import LLMISVC
+    from tests.operator.test_builders import VLLM_SPEC
+
+    kmock, rec, registry, _, api = world
+    body = {"apiVersion": "worldserve.io/v1alpha1", "kind": "WorldModel",
+            "metadata": {"name": "agentworld", "namespace": "models", "uid": uuid.uuid4().hex,
+                         "generation": 1}, "spec": copy.deepcopy(VLLM_SPEC)}
+    status = await asyncio.to_thread(rec.reconcile, body)
+    assert exists(kmock, LLMISVC, "models", "agentworld-v1")
+    assert not exists(kmock, ISVC, "models", "agentworld-v1")  # no InferenceService for it
+    entry = registry.entries("agentworld")["agentworld@v1"]
+    assert entry["protocol"] == "openai" and status["versions"]["v1"]["ready"] is False
+    custom = client.CustomObjectsApi(api)
+    await asyncio.to_thread(
+        custom.patch_namespaced_custom_object, "serving.kserve.io", "v1alpha2", "models",
+        "llminferenceservices", "agentworld-v1",
+        {"status": {"url": "http://agentworld.models.example",
+                    "conditions": [{"type": "Ready", "status": "True"}]}})
+    again = await asyncio.to_thread(rec.reconcile, body)
+    assert again["versions"]["v1"]["ready"] is True
+    assert registry.entries("agentworld")["agentworld@v1"]["endpoint"] == \
+        "http://agentworld.models.example"  # the address KServe reports
