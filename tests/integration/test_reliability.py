@@ -13,11 +13,23 @@ import pytest
 from tests.conftest import TEST_KEY
 from tests.integration.backends import EchoBackend
 from tests.integration.helpers import auth, running_gateway, stub_for
-from worldserve.dev.services import BundledRedis
+from worldserve.dev.launcher import Child, settings_env, spawn
+from worldserve.dev.services import BundledRedis, port_open
 from worldserve.settings import Settings
 from worldserve.v1 import simulator_pb2 as pb
 
 pytestmark = pytest.mark.integration
+
+
+async def spawn_gateway(settings: Settings, redis_url: str, log_dir: Path) -> Child:
+    """A gateway in its own process, once its port answers."""
+    child = spawn("gateway", "worldserve.gateway.server",
+                  settings_env(settings, WORLDSERVE_REDIS_URL=redis_url), log_dir)
+    for _ in range(200):
+        if port_open("127.0.0.1", settings.gateway_port):
+            break
+        await asyncio.sleep(0.1)
+    return child
 
 
 async def test_redis_restart_keeps_sessions_and_clients_recover(tmp_path: Path) -> None:
@@ -61,19 +73,13 @@ async def test_redis_restart_keeps_sessions_and_clients_recover(tmp_path: Path) 
 
 async def test_gateway_sigterm_lets_in_flight_streams_finish(make_settings, redis_url,  # type: ignore[no-untyped-def]
                                                              tmp_path: Path) -> None:
-    from worldserve.dev.launcher import settings_env, spawn
-    from worldserve.dev.services import free_port, port_open
+    from worldserve.dev.services import free_port
     from worldserve.v1 import simulator_pb2_grpc as pb_grpc
 
     settings = make_settings(gateway_port=free_port(), grace_period_s=20.0,
                              default_max_tokens=300, metrics_port=0)
-    child = spawn("gateway", "worldserve.gateway.server",
-                  settings_env(settings, WORLDSERVE_REDIS_URL=redis_url), tmp_path)
+    child = await spawn_gateway(settings, redis_url, tmp_path)
     try:
-        for _ in range(200):
-            if port_open("127.0.0.1", settings.gateway_port):
-                break
-            await asyncio.sleep(0.1)
         async with grpc.aio.insecure_channel(f"127.0.0.1:{settings.gateway_port}") as channel:
             stub = pb_grpc.SimulatorStub(channel)
             md = auth(TEST_KEY)
@@ -161,20 +167,14 @@ async def test_a_killed_gateways_slots_are_free_within_15s(make_settings, redis_
     """Every in-flight slot of a tenant held by a gateway that is then SIGKILLed (its streams
     mid-answer): another gateway admits that tenant's steps again within 15 s (the default
     reservation lease, renewed only by a live gateway), not after the client's deadline."""
-    from worldserve.dev.launcher import settings_env, spawn
-    from worldserve.dev.services import free_port, port_open
+    from worldserve.dev.services import free_port
     from worldserve.v1 import simulator_pb2_grpc as pb_grpc
 
     settings = make_settings(gateway_port=free_port(), default_max_tokens=400, metrics_port=0,
                              max_inflight_steps_per_tenant=2)
-    child = spawn("gateway", "worldserve.gateway.server",
-                  settings_env(settings, WORLDSERVE_REDIS_URL=redis_url), tmp_path)
+    child = await spawn_gateway(settings, redis_url, tmp_path)
     md = auth(TEST_KEY)
     try:
-        for _ in range(200):
-            if port_open("127.0.0.1", settings.gateway_port):
-                break
-            await asyncio.sleep(0.1)
         async with grpc.aio.insecure_channel(f"127.0.0.1:{settings.gateway_port}") as channel:
             stub = pb_grpc.SimulatorStub(channel)
             calls = []
