@@ -1,0 +1,108 @@
+"""Benchmark: does one session sending maximum-size inputs slow everyone else down? (issue 16)
+
+    .venv/bin/python bench/noisy_neighbour.py [--seconds 40] [--sessions 8]
+
+One real model server (the committed checkpoint, transformers engine) behind one gateway (real
+Redis). ``--sessions`` sessions step in a loop (short Terminal actions, 64 tokens each) for
+``--seconds`` per phase; their step latencies are the victims' figures. Phases, in one run:
+
+* baseline — nobody else;
+* oversize — one more session sends a 16 KiB action (the largest the gateway accepts) and a
+  64 KiB current_state in a loop: over the model's 4,096-token context, refused before any model
+  time (INVALID_ARGUMENT);
+* largest admitted — one more session sends the longest action that still fits the context with
+  its max_tokens (prompt ≈ 3,800 tokens), answered in full.
+
+Reported: victims' steps, p50 and p99 step latency per phase and p99 / baseline p99. Prints
+Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+from common import KEY, gateway, log_dir, machine, model_server, pct, redis_url
+
+from worldserve.errors import InvalidArgument, WorldserveError
+from worldserve.sdk import AsyncClient
+
+ACTIONS = ["ls", "pwd", "cat notes.txt", "wc -l notes.txt", "echo done"]
+STATE = "Current directory: /home/agent\nFiles: notes.txt\n--- notes.txt ---\nalpha beta\n"
+
+
+async def victim(client: AsyncClient, stop: float, latencies: list[float]) -> None:
+    session = await client.create_session("terminal", initial_state=STATE, max_tokens=64)
+    i = 0
+    while time.monotonic() < stop:
+        t0 = time.perf_counter()
+        try:
+            await client.step(session.session_id, ACTIONS[i % len(ACTIONS)])
+            latencies.append(time.perf_counter() - t0)
+        except WorldserveError:
+            pass  # a malformed answer after one retry: not a latency sample
+        i += 1
+
+
+async def attacker(client: AsyncClient, stop: float, action: str, state: str,
+                   counts: dict[str, int]) -> None:
+    session = await client.create_session("terminal", initial_state=STATE, max_tokens=64)
+    while time.monotonic() < stop:
+        try:
+            await client.step(session.session_id, action, current_state=state)
+            counts["answered"] += 1
+        except InvalidArgument:
+            counts["refused"] += 1
+        except WorldserveError:
+            counts["failed"] += 1
+
+
+async def phase(target: str, sessions: int, seconds: float, attack: tuple[str, str] | None
+                ) -> tuple[list[float], dict[str, int]]:
+    latencies: list[float] = []
+    counts = {"answered": 0, "refused": 0, "failed": 0}
+    async with AsyncClient(target, api_key=KEY) as client:
+        stop = time.monotonic() + seconds
+        tasks = [victim(client, stop, latencies) for _ in range(sessions)]
+        if attack is not None:
+            tasks.append(attacker(client, stop, attack[0], attack[1], counts))
+        await asyncio.gather(*tasks)
+    return latencies, counts
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    logs = log_dir("noisy")
+    with model_server(logs) as ms, gateway(logs, redis_url(), triton_url=ms.url,
+                                           max_sessions_per_tenant=100) as gw:
+        await phase(gw.target, 2, 5, None)  # warm-up
+        phases = {
+            "baseline": None,
+            "oversize (16 KiB action + 64 KiB state: refused)": ("x " * 8192, "y " * 32768),
+            "largest admitted (~3,800-token prompt)": ("ls " + "z " * 1700, ""),
+        }
+        rows = []
+        base_p99 = 0.0
+        for name, attack in phases.items():
+            lat, counts = await phase(gw.target, args.sessions, args.seconds, attack)
+            p50, p99 = pct(lat, 0.5), pct(lat, 0.99)
+            base_p99 = base_p99 or p99
+            rows.append((name, len(lat), p50, p99, p99 / base_p99, counts))
+    print(f"\n{machine()}; {args.sessions} victim sessions, {args.seconds:.0f} s per phase\n")
+    print("| phase | victim steps | p50 s | p99 s | p99 / baseline | attacker answered / "
+          "refused / failed |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, n, p50, p99, ratio, c in rows:
+        print(f"| {name} | {n} | {p50:.2f} | {p99:.2f} | {ratio:.2f} | {c['answered']} / "
+              f"{c['refused']} / {c['failed']} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=40.0)
+    ap.add_argument("--sessions", type=int, default=8)
+    asyncio.run(main_async(ap.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
