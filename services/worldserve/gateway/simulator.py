@@ -44,7 +44,7 @@ from worldserve.sessions.limits import check_labels, utf8_size
 from worldserve.sessions.lineage import base_count, fork_lineage
 from worldserve.sessions.records import Sampling, SessionRecord, TurnRecord
 from worldserve.sessions.rules import Verdict, admit, needs_older
-from worldserve.sessions.store import SessionStore, Settlement
+from worldserve.sessions.store import SessionStore
 from worldserve.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -434,8 +434,7 @@ class Simulator:
                               sample=ctx.sample)
         expected = ctx.count if ctx.step.expected_turn is None else ctx.step.expected_turn
         event = self._event(record, meter, ctx.started, "ok", ctx.fault)
-        settlement = Settlement(self.quota.settle_keys(ctx.reservation, event.ended_at),
-                                self.quota.settle_args(ctx.reservation, event))
+        settlement = self.quota.settlement(ctx.reservation, event)
         with tracer.start_as_current_span("session.commit", attributes={"db.system": "redis"}):
             result = await self.store.commit(record, turn, expected,
                                              self.settings.max_turns_per_session, settlement)

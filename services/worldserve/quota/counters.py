@@ -46,6 +46,15 @@ _DENIALS = {
 
 
 @dataclass(frozen=True, slots=True)
+class Settlement:
+    """Keys and arguments of the settle function (``lua.SETTLE_FN``) for a caller's script —
+    the session commit settles in the same script that appends the turn (it adds the outcome)."""
+
+    keys: list[str]
+    args: list[Any]  # rid, actual tokens, tenant, event json
+
+
+@dataclass(frozen=True, slots=True)
 class Reservation:
     tenant: str
     rid: str
@@ -134,16 +143,17 @@ class RedisQuota:
         return [q.inflight, q.reserved, q.used(month_of(now)), reservation.tpm_key,
                 self._ks.usage_stream, self._ks.usage_served]
 
-    @staticmethod
-    def settle_args(reservation: Reservation, event: UsageEvent) -> list[Any]:
-        return [reservation.rid, event.total_tokens, reservation.tenant, event.to_json(),
-                event.outcome]
+    def settlement(self, reservation: Reservation, event: UsageEvent) -> Settlement:
+        """What settling ``reservation`` with ``event`` takes, for a script that settles it."""
+        return Settlement(self.settle_keys(reservation, event.ended_at),
+                          [reservation.rid, event.total_tokens, reservation.tenant,
+                           event.to_json()])
 
     async def settle(self, reservation: Reservation, event: UsageEvent) -> None:
         """Settle a step that stored no turn (failed, cancelled): its tokens still count."""
-        keys = self.settle_keys(reservation, event.ended_at)
-        args = self.settle_args(reservation, event)
-        await guard(lambda: self._settle(keys=keys, args=args))
+        s = self.settlement(reservation, event)
+        args = [*s.args, event.outcome]
+        await guard(lambda: self._settle(keys=s.keys, args=args))
         self._held.pop(reservation.rid, None)
 
     @property

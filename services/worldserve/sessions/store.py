@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 
 from worldserve.errors import StoreUnavailable
 from worldserve.keyspace import Keyspace
+from worldserve.quota.counters import Settlement
 from worldserve.quota.lua import SETTLE_FN
 from worldserve.redis_guard import guard
 from worldserve.sessions.lineage import base_count
@@ -109,14 +110,6 @@ redis.call('ZREM', KEYS[4], ARGV[1])
 if redis.call('EXISTS', KEYS[3]) == 0 then redis.call('DEL', KEYS[2]) end
 return n
 """
-
-
-@dataclass(frozen=True, slots=True)
-class Settlement:
-    """Keys and arguments of the quota settle function (see ``quota.counters``)."""
-
-    keys: list[str]
-    args: list[Any]  # rid, actual tokens, tenant, event json (the outcome is the commit's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +256,7 @@ class RedisSessionStore:
                            len(ancestors), time.time() + record.ttl_seconds, record.session_id]
         if settlement is not None:
             keys += settlement.keys
-            args += settlement.args[:4]
+            args += settlement.args
         raw = await guard(lambda: self._commit(keys=keys, args=args))
         outcome = bytes(raw[0]).decode()
         if outcome == "replay":
