@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# torch 2.13 CPU build: this machine's image keeps the wheel in /opt/wheels.
 	$(PY) -m pip install -q $(if $(WHEELS),--find-links /opt/wheels) "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[model,embedded,gym,operator,loadtest,dev]"
+	$(PY) -m pip install -q -e ".[model,embedded,gym,operator,loadtest,mcp,dev]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -119,6 +119,20 @@ class Settings(BaseSettings):
     service_name: str = Field("worldserve-gateway", description="service.name of the traces.")
     log_format: str = Field("text", description="'text' or 'json' (with trace ids).")
 
+    # --- front doors: `worldserve mcp`, `worldserve openenv` (docs/INTEGRATIONS.md) ---
+    upstream_gateway: str = Field(
+        "", description="gRPC address (host:port) the MCP and OpenEnv front doors dial; empty = "
+        "gateway_host:gateway_port.")
+    mcp_host: str = Field("127.0.0.1", description="Address the simulated MCP server binds to.")
+    mcp_port: int = Field(8931, description="Port of the simulated MCP server (Streamable HTTP).")
+    openenv_host: str = Field("127.0.0.1", description="Address the OpenEnv server binds to.")
+    openenv_port: int = Field(8932, description="Port of the OpenEnv server (HTTP + /ws).")
+    openenv_max_sessions: int = Field(
+        1024, description="Concurrent OpenEnv WebSocket sessions one server process accepts.")
+    openenv_python: str = Field(
+        "", description="Interpreter of the OpenEnv environment (openenv pins packages our model "
+        "server cannot share); empty = .venv-openenv/bin/python when it exists.")
+
     # --- operator ---
     operator_namespaces: list[str] = Field(
         [], description="Namespaces the operator watches; empty = the whole cluster."
@@ -193,3 +207,8 @@ class Settings(BaseSettings):
         0, description="Prometheus port of the model server's engine metrics (batch size, "
         "prefix-cache hits, reused tokens); 0 = off."
     )
+
+    @property
+    def frontend_upstream_target(self) -> str:
+        """The gateway address the front doors (MCP, OpenEnv) dial."""
+        return self.upstream_gateway or f"{self.gateway_host}:{self.gateway_port}"

@@ -57,3 +57,25 @@ class EchoBackend(ScriptedBackend):
                   f"did: {action}", "\n</predicted_observation>"]
         for i, piece in enumerate(pieces):
             yield Chunk(piece, self.input_tokens, 1, "stop" if i == len(pieces) - 1 else "")
+
+
+class ToolBackend(ScriptedBackend):
+    """Answers an MCP call (``{"tool": …, "arguments": …}``) with ``{"result": {"tool", "args"}}``,
+    or an error object for a tool whose name starts with ``broken``."""
+
+    def __init__(self) -> None:
+        super().__init__([GOOD])
+
+    async def stream(self, request: Completion, timeout_s: float) -> AsyncIterator[Chunk]:
+        import json
+
+        self.prompts.append(request.prompt)
+        action = request.prompt.rsplit("**Action:** ", 1)[-1].split("<|im_end|>", 1)[0].strip()
+        call = json.loads(action)
+        answer = ({"error": {"code": -32000, "message": f"{call['tool']} failed"}}
+                  if call["tool"].startswith("broken") else
+                  {"result": {"tool": call["tool"], "args": call["arguments"]}})
+        pieces = ["<think>\nok\n</think>\n\n<predicted_observation>\n", json.dumps(answer),
+                  "\n</predicted_observation>"]
+        for i, piece in enumerate(pieces):
+            yield Chunk(piece, self.input_tokens, 1, "stop" if i == len(pieces) - 1 else "")

@@ -8,7 +8,7 @@ def test_public_surface_is_exactly_what_is_meant() -> None:
         "Aborted", "AsyncClient", "BatchItem", "BatchStep", "Client", "DeadlineExceeded", "Export",
         "FailedPrecondition", "FaultPolicy", "InternalError", "InvalidArgument",
         "NotFound", "ObservationDelta", "PermissionDenied", "ReasoningDelta",
-        "ResourceExhausted", "Restart", "SessionInfo", "StepResult", "StreamEvent", "Turn",
+        "ResourceExhausted", "Restart", "SessionInfo", "StepResult", "StreamEvent", "ToolSpec", "Turn",
         "Unauthenticated", "Unavailable", "Unimplemented", "Usage", "WorldserveError", "tls_credentials",
     }
     for name in sdk.__all__:
@@ -25,7 +25,7 @@ def test_pure_packages_import_no_io_libraries() -> None:
         "worldserve.domains.chat, worldserve.sessions.rules, worldserve.modelserver.contract, "
         "worldserve.quota.limits, worldserve.quota.lua, worldserve.tenancy.keys, "
         "worldserve.tenancy.records, worldserve.quota.events, worldserve.domains.faults, "
-        "worldserve.sessions.trajectory, worldserve.sessions.lineage\n"
+        "worldserve.sessions.trajectory, worldserve.sessions.lineage, worldserve.domains.tools\n"
         "bad = [m for m in ('grpc', 'redis', 'tritonclient', 'torch', 'sqlalchemy', 'kubernetes',"
         " 'psycopg')"
         " if m in sys.modules]\n"

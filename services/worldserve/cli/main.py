@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from worldserve.cli import evaluate, ops, sessions
+from worldserve.cli import evaluate, frontends, ops, sessions
 from worldserve.cli.admin import admin_app
 from worldserve.cli.admin import usage as admin_usage
 from worldserve.cli.ops import db_app
@@ -32,6 +32,7 @@ app.command("import")(sessions.import_)
 app.command("replay")(sessions.replay)
 app.command("eval")(evaluate.evaluate)
 app.command("promote")(evaluate.promote)
+app.command("mcp")(frontends.mcp)
 
 STATE_DIR = Path(".worldserve")
 

@@ -48,6 +48,7 @@ class Child:
     failures: int = 0  # crashes in a row (reset once it has run for RestartPolicy.stable_s)
     restart_at: float | None = None  # when a crashed child is due to be started again
     args: tuple[str, ...] = ()
+    python: str = sys.executable
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -74,13 +75,14 @@ class Child:
 
 
 def spawn(name: str, module: str, env: dict[str, str], log_dir: Path, append: bool = False,
-          args: tuple[str, ...] = ()) -> Child:
+          args: tuple[str, ...] = (), python: str = sys.executable) -> Child:
+    """``python -m module args`` in its own process group, logging to ``log_dir/name.log``."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with open(log_path, "ab" if append else "wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", module, *args], env=env, stdout=log,
+        process = subprocess.Popen([python, "-m", module, *args], env=env, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True)
-    return Child(name, process, log_path, module, env, args=args)
+    return Child(name, process, log_path, module, env, args=args, python=python)
 
 
 def openai_server_ready(url: str, model: str) -> bool:
@@ -122,7 +124,7 @@ def supervise(children: list[Child], now: float, policy: RestartPolicy = Restart
                           f"(crash {child.failures} in a row; log {child.log_path})")
         elif now >= child.restart_at:
             fresh = spawn(child.name, child.module, child.env, child.log_path.parent,
-                          append=True, args=child.args)
+                          append=True, args=child.args, python=child.python)
             fresh.failures = child.failures
             children[i] = fresh
             events.append(f"{child.name} restarted (pid {fresh.process.pid})")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from worldserve.domains.parsing import Part
+from worldserve.domains.tools import ToolSpec, parse_schema
 from worldserve.errors import InvalidArgument
 from worldserve.gateway.simulator import (
     Delta,
@@ -42,13 +45,28 @@ def _faults(policy: pb.FaultPolicy) -> dict[str, object]:
     return faults
 
 
+def tool_spec(t: pb.Tool) -> ToolSpec:
+    try:
+        return ToolSpec(t.name, t.description, parse_schema(t.input_schema, t.name))
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+
+
+def tool_pb(t: dict[str, object]) -> pb.Tool:
+    spec = ToolSpec.from_dict(t)
+    return pb.Tool(name=spec.name, description=spec.description,
+                   input_schema=json.dumps(spec.input_schema, ensure_ascii=False))
+
+
 def new_session(req: pb.CreateSessionRequest | pb.ImportTrajectoryRequest) -> NewSession:
-    """The session spec of a CreateSession (or of an import: no task/state/prompt fields)."""
+    """The session spec of a CreateSession (or of an import: no task/state/prompt/tools)."""
     s = req.sampling
     task, state, prompt = "", "", None
+    tools: tuple[ToolSpec, ...] = ()
     if isinstance(req, pb.CreateSessionRequest):
         task, state = req.task_instruction, req.initial_state
         prompt = req.system_prompt if req.HasField("system_prompt") else None
+        tools = tuple(tool_spec(t) for t in req.tools)
     return NewSession(
         domain=_domain(req.domain),
         model=req.model,
@@ -63,6 +81,7 @@ def new_session(req: pb.CreateSessionRequest | pb.ImportTrajectoryRequest) -> Ne
         faults=_faults(req.faults),
         labels=dict(req.labels),
         ttl_seconds=req.ttl_seconds,
+        tools=tools,
     )
 
 
@@ -100,7 +119,7 @@ def session_pb(r: SessionRecord, turn_count: int, turns: list[TurnRecord] | None
                                    reasoning_budget=r.sampling.reasoning_budget),
         faults=faults, labels=r.labels, ttl_seconds=r.ttl_seconds, turn_count=turn_count,
         created_at=_ts(r.created_at), parent_session_id=r.parent_session_id,
-        fork_turn=base_count(r.lineage),
+        fork_turn=base_count(r.lineage), tools=[tool_pb(t) for t in r.tools],
     )
     if r.seed is not None:
         msg.seed = r.seed

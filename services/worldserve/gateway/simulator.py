@@ -23,6 +23,7 @@ from worldserve.domains.faults import control_instruction, fault_for, normalize_
 from worldserve.domains.parsing import MalformedCompletion, ParsedCompletion, parse_completion
 from worldserve.domains.rendering import PastTurn, PromptInput, build_messages, turns_needed
 from worldserve.domains.templates import Domain, system_prompt
+from worldserve.domains.tools import ToolSpec, check_tools
 from worldserve.errors import (
     Aborted,
     FailedPrecondition,
@@ -66,6 +67,7 @@ class NewSession:
     faults: dict[str, Any] | None = None
     labels: dict[str, str] | None = None
     ttl_seconds: int = 0
+    tools: tuple[ToolSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +145,10 @@ class Simulator:
         if new.system_prompt is not None and utf8_size(new.system_prompt) > s.max_state_bytes:
             raise InvalidArgument(f"system_prompt exceeds {s.max_state_bytes} bytes")
         check_labels(new.labels)
+        try:
+            check_tools(new.domain, new.tools)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
         temperature = s.default_temperature if new.temperature is None else new.temperature
         top_p = 1.0 if new.top_p is None else new.top_p
         max_tokens = s.default_max_tokens if new.max_tokens is None else new.max_tokens
@@ -190,6 +196,7 @@ class Simulator:
             system_prompt=new.system_prompt or system_prompt(Domain(new.domain)),
             sampling=sampling, seed=new.seed, faults=self._fault_policy(new.domain, new.faults),
             labels=check_labels(new.labels), ttl_seconds=ttl, created_at=time.time(),
+            tools=[t.to_dict() for t in new.tools],
         )
         await self.store.put(record)
         return record
@@ -264,7 +271,7 @@ class Simulator:
     def _prompt(self, record: SessionRecord, turns: list[TurnRecord], first_index: int,
                 step: StepInput, strict: bool, fault: str, template: str) -> str:
         history = [PastTurn(t.action, t.observation, t.current_state) for t in turns]
-        prompt = PromptInput(record.system_prompt, record.task_instruction, record.initial_state,
+        prompt = PromptInput(record.system_prompt, record.task_instruction, record.prompt_state(),
                              history, step.action, step.current_state,
                              control_instruction(fault), history_offset=first_index)
         messages = build_messages(prompt, self.settings.history_window_turns, strict=strict,

@@ -1,5 +1,6 @@
 """The worldserve Python SDK."""
 
+from worldserve.domains.tools import ToolSpec
 from worldserve.errors import (
     Aborted,
     DeadlineExceeded,
@@ -50,6 +51,7 @@ __all__ = [
     "SessionInfo",
     "StepResult",
     "StreamEvent",
+    "ToolSpec",
     "Turn",
     "Unauthenticated",
     "Unavailable",

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from datetime import UTC
 from typing import Any
 
 import grpc
 
 from worldserve import errors
+from worldserve.domains.tools import ToolSpec
 from worldserve.sdk.types import (
     BatchItem,
     BatchStep,
@@ -107,7 +110,19 @@ def create_request(domain: str, **kw: Any) -> pb.CreateSessionRequest:
         req.seed = kw["seed"]
     if kw.get("faults") is not None:
         req.faults.CopyFrom(fault_policy(kw["faults"]))
+    req.tools.extend(tool_message(t) for t in kw.get("tools") or ())
     return req
+
+
+def tool_message(tool: ToolSpec | Mapping[str, Any]) -> pb.Tool:
+    spec = tool if isinstance(tool, ToolSpec) else ToolSpec.from_dict(tool)
+    return pb.Tool(name=spec.name, description=spec.description,
+                   input_schema=json.dumps(spec.input_schema, ensure_ascii=False))
+
+
+def tool_spec(t: pb.Tool) -> ToolSpec:
+    return ToolSpec(t.name, t.description,
+                    json.loads(t.input_schema) if t.input_schema else {"type": "object"})
 
 
 def fault_policy(f: FaultPolicy) -> pb.FaultPolicy:
@@ -212,4 +227,5 @@ def session_info(s: pb.Session) -> SessionInfo:
                     t.fault_kind, t.seed if t.HasField("seed") else None, t.imported)
                for t in s.turns],
         parent_session_id=s.parent_session_id, fork_turn=s.fork_turn,
+        tools=[tool_spec(t) for t in s.tools],
     )

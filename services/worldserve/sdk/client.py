@@ -9,11 +9,12 @@ Every gRPC error surfaces as an exception of ``worldserve.errors`` (NotFound, Ab
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc
 
+from worldserve.domains.tools import ToolSpec
 from worldserve.sdk import _convert as cv
 from worldserve.sdk.types import (
     BatchItem,
@@ -70,13 +71,16 @@ class Client:
                        temperature: float | None = None, top_p: float | None = None,
                        max_tokens: int | None = None, reasoning_budget: int | None = None,
                        seed: int | None = None, labels: dict[str, str] | None = None,
-                       ttl_seconds: int = 0, faults: FaultPolicy | None = None) -> SessionInfo:
+                       ttl_seconds: int = 0, faults: FaultPolicy | None = None,
+                       tools: Sequence[ToolSpec | Mapping[str, Any]] = ()) -> SessionInfo:
+        """Opens a session. ``tools`` (MCP sessions): ToolSpecs or MCP tool dicts
+        (name, description, inputSchema)."""
         req = cv.create_request(domain, task_instruction=task_instruction,
                                 initial_state=initial_state, model=model,
                                 system_prompt=system_prompt, temperature=temperature,
                                 top_p=top_p, max_tokens=max_tokens,
                                 reasoning_budget=reasoning_budget, seed=seed, labels=labels,
-                                ttl_seconds=ttl_seconds, faults=faults)
+                                ttl_seconds=ttl_seconds, faults=faults, tools=tools)
         return cv.session_info(self._call(self._stub.CreateSession, req, None))
 
     def step(self, session_id: str, action: str, *, expected_turn: int | None = None,
@@ -162,14 +166,15 @@ class AsyncClient:
                              top_p: float | None = None, max_tokens: int | None = None,
                              reasoning_budget: int | None = None, seed: int | None = None,
                              labels: dict[str, str] | None = None,
-                             ttl_seconds: int = 0, faults: FaultPolicy | None = None
+                             ttl_seconds: int = 0, faults: FaultPolicy | None = None,
+                             tools: Sequence[ToolSpec | Mapping[str, Any]] = ()
                              ) -> SessionInfo:
         req = cv.create_request(domain, task_instruction=task_instruction,
                                 initial_state=initial_state, model=model,
                                 system_prompt=system_prompt, temperature=temperature,
                                 top_p=top_p, max_tokens=max_tokens,
                                 reasoning_budget=reasoning_budget, seed=seed, labels=labels,
-                                ttl_seconds=ttl_seconds, faults=faults)
+                                ttl_seconds=ttl_seconds, faults=faults, tools=tools)
         return cv.session_info(await self._call(self._stub.CreateSession, req, None))
 
     async def step(self, session_id: str, action: str, *, expected_turn: int | None = None,

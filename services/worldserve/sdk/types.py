@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from worldserve.domains.tools import ToolSpec
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:
@@ -59,6 +61,7 @@ class SessionInfo:
     turns: list[Turn] = field(default_factory=list)
     parent_session_id: str = ""
     fork_turn: int = 0  # turns shared with the parent
+    tools: list[ToolSpec] = field(default_factory=list)  # MCP sessions: the declared tools
 
 
 @dataclass(frozen=True, slots=True)

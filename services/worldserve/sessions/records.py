@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from worldserve.domains.tools import ToolSpec, state_with_tools
+
 
 @dataclass(frozen=True, slots=True)
 class Sampling:
@@ -33,6 +35,15 @@ class SessionRecord:
     parent_session_id: str = ""
     # copy-on-write history: (ancestor session id, its first N own turns), oldest first
     lineage: list[tuple[str, int]] = field(default_factory=list)
+    # MCP sessions: the declared tools, in MCP's spelling (domains.tools.ToolSpec.to_dict)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+    def tool_specs(self) -> list[ToolSpec]:
+        return [ToolSpec.from_dict(t) for t in self.tools]
+
+    def prompt_state(self) -> str:
+        """The initial state as the model reads it (the tools block first, if any)."""
+        return state_with_tools(self.tool_specs(), self.initial_state)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

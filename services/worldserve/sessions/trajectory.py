@@ -38,7 +38,7 @@ def _receipt(t: TurnRecord) -> dict[str, Any]:
 
 def to_agentworldbench(record: SessionRecord, turns: list[TurnRecord]) -> list[dict[str, Any]]:
     """One AgentWorldBench record per turn of the session."""
-    prompts = action_prompts(record.task_instruction, record.initial_state,
+    prompts = action_prompts(record.task_instruction, record.prompt_state(),
                              [PastTurn(t.action, t.observation, t.current_state) for t in turns])
     observations = [t.observation for t in turns]
     out = []
@@ -52,7 +52,7 @@ def to_agentworldbench(record: SessionRecord, turns: list[TurnRecord]) -> list[d
                            "parent_session_id": record.parent_session_id,
                            "fork_turn": base_count(record.lineage),
                            "labels": record.labels, "faults": record.faults,
-                           "turn": _receipt(turns[n - 1])},
+                           "tools": record.tools, "turn": _receipt(turns[n - 1])},
         })
     return out
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from worldserve.domains.tools import HEADER, signature
 from worldserve.training.words import Vocab
 
 CLIENT_TIMEOUT_S = 0.3
@@ -45,8 +46,7 @@ class Tool:
     description: str
 
     def signature(self) -> str:
-        args = ", ".join(f"{n}: {t}" for n, t in self.params)
-        return f"- {self.name}({args}): {self.description}"
+        return signature(self.name, self.params, self.description)
 
 
 class ToolError(Exception):
@@ -178,7 +178,7 @@ def make_catalog(rng: random.Random, v: Vocab) -> dict[str, Tool]:
 
 
 def describe(tools: dict[str, Tool]) -> str:
-    return "MCP server tools:\n" + "\n".join(t.signature() for t in tools.values())
+    return "\n".join([HEADER, *(t.signature() for t in tools.values())])
 
 
 class ToolServer:

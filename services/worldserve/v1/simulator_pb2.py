@@ -26,7 +26,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dworldserve/v1/simulator.proto\x12\rworldserve.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb4\x01\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x17\n\nmax_tokens\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\x1d\n\x10reasoning_budget\x18\x04 \x01(\x05H\x03\x88\x01\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\r\n\x0b_max_tokensB\x13\n\x11_reasoning_budget\"U\n\x0b\x46\x61ultPolicy\x12\r\n\x05kinds\x18\x01 \x03(\t\x12\x0c\n\x04rate\x18\x02 \x01(\x02\x12\r\n\x05turns\x18\x03 \x03(\x05\x12\x11\n\x04seed\x18\x04 \x01(\x03H\x00\x88\x01\x01\x42\x07\n\x05_seed\"N\n\x05Usage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x03\x12\x15\n\routput_tokens\x18\x02 \x01(\x03\x12\x18\n\x10reasoning_tokens\x18\x03 \x01(\x03\"\xa9\x03\n\x14\x43reateSessionRequest\x12%\n\x06\x64omain\x18\x01 \x01(\x0e\x32\x15.worldserve.v1.Domain\x12\r\n\x05model\x18\x02 \x01(\t\x12\x18\n\x10task_instruction\x18\x03 \x01(\t\x12\x15\n\rinitial_state\x18\x04 \x01(\t\x12\x1a\n\rsystem_prompt\x18\x05 \x01(\tH\x00\x88\x01\x01\x12/\n\x08sampling\x18\x06 \x01(\x0b\x32\x1d.worldserve.v1.SamplingParams\x12\x11\n\x04seed\x18\x07 \x01(\x03H\x01\x88\x01\x01\x12*\n\x06\x66\x61ults\x18\x08 \x01(\x0b\x32\x1a.worldserve.v1.FaultPolicy\x12?\n\x06labels\x18\t \x03(\x0b\x32/.worldserve.v1.CreateSessionRequest.LabelsEntry\x12\x13\n\x0bttl_seconds\x18\n \x01(\x05\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x10\n\x0e_system_promptB\x07\n\x05_seed\"\xda\x02\n\x04Turn\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x13\n\x0bobservation\x18\x03 \x01(\t\x12\x11\n\treasoning\x18\x04 \x01(\t\x12#\n\x05usage\x18\x05 \x01(\x0b\x32\x14.worldserve.v1.Usage\x12\x15\n\rmodel_version\x18\x06 \x01(\t\x12\x15\n\rfinish_reason\x18\x07 \x01(\t\x12\x12\n\nfault_kind\x18\x08 \x01(\t\x12.\n\ncreated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rcurrent_state\x18\n \x01(\t\x12\x11\n\x04seed\x18\x0b \x01(\x03H\x00\x88\x01\x01\x12/\n\x08sampling\x18\x0c \x01(\x0b\x32\x1d.worldserve.v1.SamplingParams\x12\x10\n\x08imported\x18\r \x01(\x08\x42\x07\n\x05_seed\"\xda\x04\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12%\n\x06\x64omain\x18\x02 \x01(\x0e\x32\x15.worldserve.v1.Domain\x12\x15\n\rmodel_version\x18\x03 \x01(\t\x12\x18\n\x10task_instruction\x18\x04 \x01(\t\x12\x15\n\rinitial_state\x18\x05 \x01(\t\x12\x15\n\rsystem_prompt\x18\x06 \x01(\t\x12/\n\x08sampling\x18\x07 \x01(\x0b\x32\x1d.worldserve.v1.SamplingParams\x12\x11\n\x04seed\x18\x08 \x01(\x03H\x00\x88\x01\x01\x12*\n\x06\x66\x61ults\x18\t \x01(\x0b\x32\x1a.worldserve.v1.FaultPolicy\x12\x32\n\x06labels\x18\n \x03(\x0b\x32\".worldserve.v1.Session.LabelsEntry\x12\x13\n\x0bttl_seconds\x18\x0b \x01(\x05\x12\x12\n\nturn_count\x18\x0c \x01(\x05\x12.\n\ncreated_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\"\n\x05turns\x18\x0f \x03(\x0b\x32\x13.worldserve.v1.Turn\x12\x19\n\x11parent_session_id\x18\x10 \x01(\t\x12\x11\n\tfork_turn\x18\x11 \x01(\x05\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x07\n\x05_seed\"\x8d\x01\n\x0bStepRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x1a\n\rexpected_turn\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x1a\n\rcurrent_state\x18\x04 \x01(\tH\x01\x88\x01\x01\x42\x10\n\x0e_expected_turnB\x10\n\x0e_current_state\"\x94\x02\n\x0cStepResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x13\n\x0bobservation\x18\x02 \x01(\t\x12\x11\n\treasoning\x18\x03 \x01(\t\x12\x0c\n\x04turn\x18\x04 \x01(\x05\x12#\n\x05usage\x18\x05 \x01(\x0b\x32\x14.worldserve.v1.Usage\x12\x15\n\rmodel_version\x18\x06 \x01(\t\x12\x15\n\rfinish_reason\x18\x07 \x01(\t\x12\x12\n\nfault_kind\x18\x08 \x01(\t\x12\x10\n\x08replayed\x18\t \x01(\x08\x12\x0f\n\x07preview\x18\n \x01(\x08\x12\x14\n\x0csample_index\x18\x0b \x01(\x05\x12\x11\n\x04seed\x18\x0c \x01(\x03H\x00\x88\x01\x01\x42\x07\n\x05_seed\"\x8d\x01\n\tStepEvent\x12\x19\n\x0freasoning_delta\x18\x01 \x01(\tH\x00\x12\x1b\n\x11observation_delta\x18\x02 \x01(\tH\x00\x12,\n\x05\x66inal\x18\x03 \x01(\x0b\x32\x1b.worldserve.v1.StepResponseH\x00\x12\x11\n\x07restart\x18\x04 \x01(\tH\x00\x42\x07\n\x05\x65vent\"\xd4\x01\n\x12\x46orkSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x14\n\x07\x61t_turn\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12=\n\x06labels\x18\x03 \x03(\x0b\x32-.worldserve.v1.ForkSessionRequest.LabelsEntry\x12\x11\n\x04seed\x18\x04 \x01(\x03H\x01\x88\x01\x01\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08_at_turnB\x07\n\x05_seed\">\n\x11GetSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rinclude_turns\x18\x02 \x01(\x08\"<\n\x13ListSessionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"Y\n\x14ListSessionsResponse\x12(\n\x08sessions\x18\x01 \x03(\x0b\x32\x16.worldserve.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\")\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\">\n\x14\x43loseSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nturn_count\x18\x02 \x01(\x05\"n\n\x10\x42\x61tchStepRequest\x12)\n\x05steps\x18\x01 \x03(\x0b\x32\x1a.worldserve.v1.StepRequest\x12\x13\n\x06\x63ommit\x18\x02 \x01(\x08H\x00\x88\x01\x01\x12\x0f\n\x07samples\x18\x03 \x01(\x05\x42\t\n\x07_commit\"\x8a\x01\n\rBatchStepItem\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12-\n\x08response\x18\x03 \x01(\x0b\x32\x1b.worldserve.v1.StepResponse\x12\x15\n\rrequest_index\x18\x04 \x01(\x05\x12\x14\n\x0csample_index\x18\x05 \x01(\x05\"@\n\x11\x42\x61tchStepResponse\x12+\n\x05items\x18\x01 \x03(\x0b\x32\x1c.worldserve.v1.BatchStepItem\"T\n\x17\x45xportTrajectoryRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\x12\x15\n\rinclude_forks\x18\x03 \x01(\x08\"f\n\x18\x45xportTrajectoryResponse\x12\x0e\n\x06\x66ormat\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\x12)\n\x08metadata\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xf1\x02\n\x17ImportTrajectoryRequest\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\x0c\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\x12%\n\x06\x64omain\x18\x03 \x01(\x0e\x32\x15.worldserve.v1.Domain\x12\r\n\x05model\x18\x04 \x01(\t\x12/\n\x08sampling\x18\x05 \x01(\x0b\x32\x1d.worldserve.v1.SamplingParams\x12\x11\n\x04seed\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12*\n\x06\x66\x61ults\x18\x07 \x01(\x0b\x32\x1a.worldserve.v1.FaultPolicy\x12\x42\n\x06labels\x18\x08 \x03(\x0b\x32\x32.worldserve.v1.ImportTrajectoryRequest.LabelsEntry\x12\x13\n\x0bttl_seconds\x18\t \x01(\x05\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x07\n\x05_seed*j\n\x06\x44omain\x12\x16\n\x12\x44OMAIN_UNSPECIFIED\x10\x00\x12\x07\n\x03MCP\x10\x01\x12\n\n\x06SEARCH\x10\x02\x12\x0c\n\x08TERMINAL\x10\x03\x12\x07\n\x03SWE\x10\x04\x12\x07\n\x03WEB\x10\x05\x12\x06\n\x02OS\x10\x06\x12\x0b\n\x07\x41NDROID\x10\x07\x32\xad\x06\n\tSimulator\x12L\n\rCreateSession\x12#.worldserve.v1.CreateSessionRequest\x1a\x16.worldserve.v1.Session\x12?\n\x04Step\x12\x1a.worldserve.v1.StepRequest\x1a\x1b.worldserve.v1.StepResponse\x12\x44\n\nStreamStep\x12\x1a.worldserve.v1.StepRequest\x1a\x18.worldserve.v1.StepEvent0\x01\x12H\n\x0b\x46orkSession\x12!.worldserve.v1.ForkSessionRequest\x1a\x16.worldserve.v1.Session\x12\x46\n\nGetSession\x12 .worldserve.v1.GetSessionRequest\x1a\x16.worldserve.v1.Session\x12W\n\x0cListSessions\x12\".worldserve.v1.ListSessionsRequest\x1a#.worldserve.v1.ListSessionsResponse\x12W\n\x0c\x43loseSession\x12\".worldserve.v1.CloseSessionRequest\x1a#.worldserve.v1.CloseSessionResponse\x12N\n\tBatchStep\x12\x1f.worldserve.v1.BatchStepRequest\x1a .worldserve.v1.BatchStepResponse\x12\x63\n\x10\x45xportTrajectory\x12&.worldserve.v1.ExportTrajectoryRequest\x1a\'.worldserve.v1.ExportTrajectoryResponse\x12R\n\x10ImportTrajectory\x12&.worldserve.v1.ImportTrajectoryRequest\x1a\x16.worldserve.v1.Sessionb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dworldserve/v1/simulator.proto\x12\rworldserve.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb4\x01\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x17\n\nmax_tokens\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\x1d\n\x10reasoning_budget\x18\x04 \x01(\x05H\x03\x88\x01\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\r\n\x0b_max_tokensB\x13\n\x11_reasoning_budget\"U\n\x0b\x46\x61ultPolicy\x12\r\n\x05kinds\x18\x01 \x03(\t\x12\x0c\n\x04rate\x18\x02 \x01(\x02\x12\r\n\x05turns\x18\x03 \x03(\x05\x12\x11\n\x04seed\x18\x04 \x01(\x03H\x00\x88\x01\x01\x42\x07\n\x05_seed\"N\n\x05Usage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x03\x12\x15\n\routput_tokens\x18\x02 \x01(\x03\x12\x18\n\x10reasoning_tokens\x18\x03 \x01(\x03\"\xcd\x03\n\x14\x43reateSessionRequest\x12%\n\x06\x64omain\x18\x01 \x01(\x0e\x32\x15.worldserve.v1.Domain\x12\r\n\x05model\x18\x02 \x01(\t\x12\x18\n\x10task_instruction\x18\x03 \x01(\t\x12\x15\n\rinitial_state\x18\x04 \x01(\t\x12\x1a\n\rsystem_prompt\x18\x05 \x01(\tH\x00\x88\x01\x01\x12/\n\x08sampling\x18\x06 \x01(\x0b\x32\x1d.worldserve.v1.SamplingParams\x12\x11\n\x04seed\x18\x07 \x01(\x03H\x01\x88\x01\x01\x12*\n\x06\x66\x61ults\x18\x08 \x01(\x0b\x32\x1a.worldserve.v1.FaultPolicy\x12?\n\x06labels\x18\t \x03(\x0b\x32/.worldserve.v1.CreateSessionRequest.LabelsEntry\x12\x13\n\x0bttl_seconds\x18\n \x01(\x05\x12\"\n\x05tools\x18\x0b \x03(\x0b\x32\x13.worldserve.v1.Tool\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x10\n\x0e_system_promptB\x07\n\x05_seed\"?\n\x04Tool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x14\n\x0cinput_schema\x18\x03 \x01(\t\"\xda\x02\n\x04Turn\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x13\n\x0bobservation\x18\x03 \x01(\t\x12\x11\n\treasoning\x18\x04 \x01(\t\x12#\n\x05usage\x18\x05 \x01(\x0b\x32\x14.worldserve.v1.Usage\x12\x15\n\rmodel_version\x18\x06 \x01(\t\x12\x15\n\rfinish_reason\x18\x07 \x01(\t\x12\x12\n\nfault_kind\x18\x08 \x01(\t\x12.\n\ncreated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rcurrent_state\x18\n \x01(\t\x12\x11\n\x04seed\x18\x0b \x01(\x03H\x00\x88\x01\x01\x12/\n\x08sampling\x18\x0c \x01(\x0b\x32\x1d.worldserve.v1.SamplingParams\x12\x10\n\x08imported\x18\r \x01(\x08\x42\x07\n\x05_seed\"\xfe\x04\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12%\n\x06\x64omain\x18\x02 \x01(\x0e\x32\x15.worldserve.v1.Domain\x12\x15\n\rmodel_version\x18\x03 \x01(\t\x12\x18\n\x10task_instruction\x18\x04 \x01(\t\x12\x15\n\rinitial_state\x18\x05 \x01(\t\x12\x15\n\rsystem_prompt\x18\x06 \x01(\t\x12/\n\x08sampling\x18\x07 \x01(\x0b\x32\x1d.worldserve.v1.SamplingParams\x12\x11\n\x04seed\x18\x08 \x01(\x03H\x00\x88\x01\x01\x12*\n\x06\x66\x61ults\x18\t \x01(\x0b\x32\x1a.worldserve.v1.FaultPolicy\x12\x32\n\x06labels\x18\n \x03(\x0b\x32\".worldserve.v1.Session.LabelsEntry\x12\x13\n\x0bttl_seconds\x18\x0b \x01(\x05\x12\x12\n\nturn_count\x18\x0c \x01(\x05\x12.\n\ncreated_at\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\"\n\x05turns\x18\x0f \x03(\x0b\x32\x13.worldserve.v1.Turn\x12\x19\n\x11parent_session_id\x18\x10 \x01(\t\x12\x11\n\tfork_turn\x18\x11 \x01(\x05\x12\"\n\x05tools\x18\x12 \x03(\x0b\x32\x13.worldserve.v1.Tool\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x07\n\x05_seed\"\x8d\x01\n\x0bStepRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\x12\x1a\n\rexpected_turn\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x1a\n\rcurrent_state\x18\x04 \x01(\tH\x01\x88\x01\x01\x42\x10\n\x0e_expected_turnB\x10\n\x0e_current_state\"\x94\x02\n\x0cStepResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x13\n\x0bobservation\x18\x02 \x01(\t\x12\x11\n\treasoning\x18\x03 \x01(\t\x12\x0c\n\x04turn\x18\x04 \x01(\x05\x12#\n\x05usage\x18\x05 \x01(\x0b\x32\x14.worldserve.v1.Usage\x12\x15\n\rmodel_version\x18\x06 \x01(\t\x12\x15\n\rfinish_reason\x18\x07 \x01(\t\x12\x12\n\nfault_kind\x18\x08 \x01(\t\x12\x10\n\x08replayed\x18\t \x01(\x08\x12\x0f\n\x07preview\x18\n \x01(\x08\x12\x14\n\x0csample_index\x18\x0b \x01(\x05\x12\x11\n\x04seed\x18\x0c \x01(\x03H\x00\x88\x01\x01\x42\x07\n\x05_seed\"\x8d\x01\n\tStepEvent\x12\x19\n\x0freasoning_delta\x18\x01 \x01(\tH\x00\x12\x1b\n\x11observation_delta\x18\x02 \x01(\tH\x00\x12,\n\x05\x66inal\x18\x03 \x01(\x0b\x32\x1b.worldserve.v1.StepResponseH\x00\x12\x11\n\x07restart\x18\x04 \x01(\tH\x00\x42\x07\n\x05\x65vent\"\xd4\x01\n\x12\x46orkSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x14\n\x07\x61t_turn\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12=\n\x06labels\x18\x03 \x03(\x0b\x32-.worldserve.v1.ForkSessionRequest.LabelsEntry\x12\x11\n\x04seed\x18\x04 \x01(\x03H\x01\x88\x01\x01\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08_at_turnB\x07\n\x05_seed\">\n\x11GetSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x15\n\rinclude_turns\x18\x02 \x01(\x08\"<\n\x13ListSessionsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"Y\n\x14ListSessionsResponse\x12(\n\x08sessions\x18\x01 \x03(\x0b\x32\x16.worldserve.v1.Session\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\")\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\">\n\x14\x43loseSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nturn_count\x18\x02 \x01(\x05\"n\n\x10\x42\x61tchStepRequest\x12)\n\x05steps\x18\x01 \x03(\x0b\x32\x1a.worldserve.v1.StepRequest\x12\x13\n\x06\x63ommit\x18\x02 \x01(\x08H\x00\x88\x01\x01\x12\x0f\n\x07samples\x18\x03 \x01(\x05\x42\t\n\x07_commit\"\x8a\x01\n\rBatchStepItem\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12-\n\x08response\x18\x03 \x01(\x0b\x32\x1b.worldserve.v1.StepResponse\x12\x15\n\rrequest_index\x18\x04 \x01(\x05\x12\x14\n\x0csample_index\x18\x05 \x01(\x05\"@\n\x11\x42\x61tchStepResponse\x12+\n\x05items\x18\x01 \x03(\x0b\x32\x1c.worldserve.v1.BatchStepItem\"T\n\x17\x45xportTrajectoryRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\x12\x15\n\rinclude_forks\x18\x03 \x01(\x08\"f\n\x18\x45xportTrajectoryResponse\x12\x0e\n\x06\x66ormat\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\x12)\n\x08metadata\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xf1\x02\n\x17ImportTrajectoryRequest\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\x0c\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\x12%\n\x06\x64omain\x18\x03 \x01(\x0e\x32\x15.worldserve.v1.Domain\x12\r\n\x05model\x18\x04 \x01(\t\x12/\n\x08sampling\x18\x05 \x01(\x0b\x32\x1d.worldserve.v1.SamplingParams\x12\x11\n\x04seed\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12*\n\x06\x66\x61ults\x18\x07 \x01(\x0b\x32\x1a.worldserve.v1.FaultPolicy\x12\x42\n\x06labels\x18\x08 \x03(\x0b\x32\x32.worldserve.v1.ImportTrajectoryRequest.LabelsEntry\x12\x13\n\x0bttl_seconds\x18\t \x01(\x05\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x07\n\x05_seed*j\n\x06\x44omain\x12\x16\n\x12\x44OMAIN_UNSPECIFIED\x10\x00\x12\x07\n\x03MCP\x10\x01\x12\n\n\x06SEARCH\x10\x02\x12\x0c\n\x08TERMINAL\x10\x03\x12\x07\n\x03SWE\x10\x04\x12\x07\n\x03WEB\x10\x05\x12\x06\n\x02OS\x10\x06\x12\x0b\n\x07\x41NDROID\x10\x07\x32\xad\x06\n\tSimulator\x12L\n\rCreateSession\x12#.worldserve.v1.CreateSessionRequest\x1a\x16.worldserve.v1.Session\x12?\n\x04Step\x12\x1a.worldserve.v1.StepRequest\x1a\x1b.worldserve.v1.StepResponse\x12\x44\n\nStreamStep\x12\x1a.worldserve.v1.StepRequest\x1a\x18.worldserve.v1.StepEvent0\x01\x12H\n\x0b\x46orkSession\x12!.worldserve.v1.ForkSessionRequest\x1a\x16.worldserve.v1.Session\x12\x46\n\nGetSession\x12 .worldserve.v1.GetSessionRequest\x1a\x16.worldserve.v1.Session\x12W\n\x0cListSessions\x12\".worldserve.v1.ListSessionsRequest\x1a#.worldserve.v1.ListSessionsResponse\x12W\n\x0c\x43loseSession\x12\".worldserve.v1.CloseSessionRequest\x1a#.worldserve.v1.CloseSessionResponse\x12N\n\tBatchStep\x12\x1f.worldserve.v1.BatchStepRequest\x1a .worldserve.v1.BatchStepResponse\x12\x63\n\x10\x45xportTrajectory\x12&.worldserve.v1.ExportTrajectoryRequest\x1a\'.worldserve.v1.ExportTrajectoryResponse\x12R\n\x10ImportTrajectory\x12&.worldserve.v1.ImportTrajectoryRequest\x1a\x16.worldserve.v1.Sessionb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,8 +41,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FORKSESSIONREQUEST_LABELSENTRY']._serialized_options = b'8\001'
   _globals['_IMPORTTRAJECTORYREQUEST_LABELSENTRY']._loaded_options = None
   _globals['_IMPORTTRAJECTORYREQUEST_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_DOMAIN']._serialized_start=3830
-  _globals['_DOMAIN']._serialized_end=3936
+  _globals['_DOMAIN']._serialized_start=3967
+  _globals['_DOMAIN']._serialized_end=4073
   _globals['_SAMPLINGPARAMS']._serialized_start=112
   _globals['_SAMPLINGPARAMS']._serialized_end=292
   _globals['_FAULTPOLICY']._serialized_start=294
@@ -50,49 +50,51 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_USAGE']._serialized_start=381
   _globals['_USAGE']._serialized_end=459
   _globals['_CREATESESSIONREQUEST']._serialized_start=462
-  _globals['_CREATESESSIONREQUEST']._serialized_end=887
-  _globals['_CREATESESSIONREQUEST_LABELSENTRY']._serialized_start=815
-  _globals['_CREATESESSIONREQUEST_LABELSENTRY']._serialized_end=860
-  _globals['_TURN']._serialized_start=890
-  _globals['_TURN']._serialized_end=1236
-  _globals['_SESSION']._serialized_start=1239
-  _globals['_SESSION']._serialized_end=1841
-  _globals['_SESSION_LABELSENTRY']._serialized_start=815
-  _globals['_SESSION_LABELSENTRY']._serialized_end=860
-  _globals['_STEPREQUEST']._serialized_start=1844
-  _globals['_STEPREQUEST']._serialized_end=1985
-  _globals['_STEPRESPONSE']._serialized_start=1988
-  _globals['_STEPRESPONSE']._serialized_end=2264
-  _globals['_STEPEVENT']._serialized_start=2267
-  _globals['_STEPEVENT']._serialized_end=2408
-  _globals['_FORKSESSIONREQUEST']._serialized_start=2411
-  _globals['_FORKSESSIONREQUEST']._serialized_end=2623
-  _globals['_FORKSESSIONREQUEST_LABELSENTRY']._serialized_start=815
-  _globals['_FORKSESSIONREQUEST_LABELSENTRY']._serialized_end=860
-  _globals['_GETSESSIONREQUEST']._serialized_start=2625
-  _globals['_GETSESSIONREQUEST']._serialized_end=2687
-  _globals['_LISTSESSIONSREQUEST']._serialized_start=2689
-  _globals['_LISTSESSIONSREQUEST']._serialized_end=2749
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=2751
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=2840
-  _globals['_CLOSESESSIONREQUEST']._serialized_start=2842
-  _globals['_CLOSESESSIONREQUEST']._serialized_end=2883
-  _globals['_CLOSESESSIONRESPONSE']._serialized_start=2885
-  _globals['_CLOSESESSIONRESPONSE']._serialized_end=2947
-  _globals['_BATCHSTEPREQUEST']._serialized_start=2949
-  _globals['_BATCHSTEPREQUEST']._serialized_end=3059
-  _globals['_BATCHSTEPITEM']._serialized_start=3062
-  _globals['_BATCHSTEPITEM']._serialized_end=3200
-  _globals['_BATCHSTEPRESPONSE']._serialized_start=3202
-  _globals['_BATCHSTEPRESPONSE']._serialized_end=3266
-  _globals['_EXPORTTRAJECTORYREQUEST']._serialized_start=3268
-  _globals['_EXPORTTRAJECTORYREQUEST']._serialized_end=3352
-  _globals['_EXPORTTRAJECTORYRESPONSE']._serialized_start=3354
-  _globals['_EXPORTTRAJECTORYRESPONSE']._serialized_end=3456
-  _globals['_IMPORTTRAJECTORYREQUEST']._serialized_start=3459
-  _globals['_IMPORTTRAJECTORYREQUEST']._serialized_end=3828
-  _globals['_IMPORTTRAJECTORYREQUEST_LABELSENTRY']._serialized_start=815
-  _globals['_IMPORTTRAJECTORYREQUEST_LABELSENTRY']._serialized_end=860
-  _globals['_SIMULATOR']._serialized_start=3939
-  _globals['_SIMULATOR']._serialized_end=4752
+  _globals['_CREATESESSIONREQUEST']._serialized_end=923
+  _globals['_CREATESESSIONREQUEST_LABELSENTRY']._serialized_start=851
+  _globals['_CREATESESSIONREQUEST_LABELSENTRY']._serialized_end=896
+  _globals['_TOOL']._serialized_start=925
+  _globals['_TOOL']._serialized_end=988
+  _globals['_TURN']._serialized_start=991
+  _globals['_TURN']._serialized_end=1337
+  _globals['_SESSION']._serialized_start=1340
+  _globals['_SESSION']._serialized_end=1978
+  _globals['_SESSION_LABELSENTRY']._serialized_start=851
+  _globals['_SESSION_LABELSENTRY']._serialized_end=896
+  _globals['_STEPREQUEST']._serialized_start=1981
+  _globals['_STEPREQUEST']._serialized_end=2122
+  _globals['_STEPRESPONSE']._serialized_start=2125
+  _globals['_STEPRESPONSE']._serialized_end=2401
+  _globals['_STEPEVENT']._serialized_start=2404
+  _globals['_STEPEVENT']._serialized_end=2545
+  _globals['_FORKSESSIONREQUEST']._serialized_start=2548
+  _globals['_FORKSESSIONREQUEST']._serialized_end=2760
+  _globals['_FORKSESSIONREQUEST_LABELSENTRY']._serialized_start=851
+  _globals['_FORKSESSIONREQUEST_LABELSENTRY']._serialized_end=896
+  _globals['_GETSESSIONREQUEST']._serialized_start=2762
+  _globals['_GETSESSIONREQUEST']._serialized_end=2824
+  _globals['_LISTSESSIONSREQUEST']._serialized_start=2826
+  _globals['_LISTSESSIONSREQUEST']._serialized_end=2886
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=2888
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=2977
+  _globals['_CLOSESESSIONREQUEST']._serialized_start=2979
+  _globals['_CLOSESESSIONREQUEST']._serialized_end=3020
+  _globals['_CLOSESESSIONRESPONSE']._serialized_start=3022
+  _globals['_CLOSESESSIONRESPONSE']._serialized_end=3084
+  _globals['_BATCHSTEPREQUEST']._serialized_start=3086
+  _globals['_BATCHSTEPREQUEST']._serialized_end=3196
+  _globals['_BATCHSTEPITEM']._serialized_start=3199
+  _globals['_BATCHSTEPITEM']._serialized_end=3337
+  _globals['_BATCHSTEPRESPONSE']._serialized_start=3339
+  _globals['_BATCHSTEPRESPONSE']._serialized_end=3403
+  _globals['_EXPORTTRAJECTORYREQUEST']._serialized_start=3405
+  _globals['_EXPORTTRAJECTORYREQUEST']._serialized_end=3489
+  _globals['_EXPORTTRAJECTORYRESPONSE']._serialized_start=3491
+  _globals['_EXPORTTRAJECTORYRESPONSE']._serialized_end=3593
+  _globals['_IMPORTTRAJECTORYREQUEST']._serialized_start=3596
+  _globals['_IMPORTTRAJECTORYREQUEST']._serialized_end=3965
+  _globals['_IMPORTTRAJECTORYREQUEST_LABELSENTRY']._serialized_start=851
+  _globals['_IMPORTTRAJECTORYREQUEST_LABELSENTRY']._serialized_end=896
+  _globals['_SIMULATOR']._serialized_start=4076
+  _globals['_SIMULATOR']._serialized_end=4889
 # @@protoc_insertion_point(module_scope)

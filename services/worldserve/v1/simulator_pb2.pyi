@@ -189,6 +189,7 @@ class CreateSessionRequest(_message.Message):
     FAULTS_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
     TTL_SECONDS_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
     domain: Global___Domain.ValueType
     model: _builtins.str
     """Alias such as "stable", or "name@version"; empty = the tenant's default."""
@@ -205,6 +206,10 @@ class CreateSessionRequest(_message.Message):
     def faults(self) -> Global___FaultPolicy: ...
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___Tool]:
+        """MCP sessions: the tools the simulated server offers (carried into the prompt and exports)."""
+
     def __init__(
         self,
         *,
@@ -218,10 +223,11 @@ class CreateSessionRequest(_message.Message):
         faults: Global___FaultPolicy | None = ...,
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         ttl_seconds: _builtins.int = ...,
+        tools: _abc.Iterable[Global___Tool] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "_system_prompt", b"_system_prompt", "faults", b"faults", "sampling", b"sampling", "seed", b"seed", "system_prompt", b"system_prompt"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "_system_prompt", b"_system_prompt", "domain", b"domain", "faults", b"faults", "initial_state", b"initial_state", "labels", b"labels", "model", b"model", "sampling", b"sampling", "seed", b"seed", "system_prompt", b"system_prompt", "task_instruction", b"task_instruction", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "_system_prompt", b"_system_prompt", "domain", b"domain", "faults", b"faults", "initial_state", b"initial_state", "labels", b"labels", "model", b"model", "sampling", b"sampling", "seed", b"seed", "system_prompt", b"system_prompt", "task_instruction", b"task_instruction", "tools", b"tools", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__seed: _TypeAlias = _typing.Literal["seed"]  # noqa: Y015
     _WhichOneofArgType__seed: _TypeAlias = _typing.Literal["_seed", b"_seed"]  # noqa: Y015
@@ -233,6 +239,34 @@ class CreateSessionRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__system_prompt) -> _WhichOneofReturnType__system_prompt | None: ...
 
 Global___CreateSessionRequest: _TypeAlias = CreateSessionRequest  # noqa: Y015
+
+@_typing.final
+class Tool(_message.Message):
+    """One tool of a simulated MCP server, as MCP's tools/list describes it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    INPUT_SCHEMA_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    description: _builtins.str
+    input_schema: _builtins.str
+    """The tool's input JSON Schema (an object schema), as JSON text; empty = no arguments."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        input_schema: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "input_schema", b"input_schema", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Tool: _TypeAlias = Tool  # noqa: Y015
 
 @_typing.final
 class Turn(_message.Message):
@@ -337,6 +371,7 @@ class Session(_message.Message):
     TURNS_FIELD_NUMBER: _builtins.int
     PARENT_SESSION_ID_FIELD_NUMBER: _builtins.int
     FORK_TURN_FIELD_NUMBER: _builtins.int
+    TOOLS_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     domain: Global___Domain.ValueType
     model_version: _builtins.str
@@ -363,6 +398,8 @@ class Session(_message.Message):
     def turns(self) -> _containers.RepeatedCompositeFieldContainer[Global___Turn]:
         """Filled by GetSession when include_turns is set."""
 
+    @_builtins.property
+    def tools(self) -> _containers.RepeatedCompositeFieldContainer[Global___Tool]: ...
     def __init__(
         self,
         *,
@@ -383,10 +420,11 @@ class Session(_message.Message):
         turns: _abc.Iterable[Global___Turn] | None = ...,
         parent_session_id: _builtins.str = ...,
         fork_turn: _builtins.int = ...,
+        tools: _abc.Iterable[Global___Tool] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "created_at", b"created_at", "faults", b"faults", "sampling", b"sampling", "seed", b"seed", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "created_at", b"created_at", "domain", b"domain", "faults", b"faults", "fork_turn", b"fork_turn", "initial_state", b"initial_state", "labels", b"labels", "model_version", b"model_version", "parent_session_id", b"parent_session_id", "sampling", b"sampling", "seed", b"seed", "session_id", b"session_id", "system_prompt", b"system_prompt", "task_instruction", b"task_instruction", "ttl_seconds", b"ttl_seconds", "turn_count", b"turn_count", "turns", b"turns", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "created_at", b"created_at", "domain", b"domain", "faults", b"faults", "fork_turn", b"fork_turn", "initial_state", b"initial_state", "labels", b"labels", "model_version", b"model_version", "parent_session_id", b"parent_session_id", "sampling", b"sampling", "seed", b"seed", "session_id", b"session_id", "system_prompt", b"system_prompt", "task_instruction", b"task_instruction", "tools", b"tools", "ttl_seconds", b"ttl_seconds", "turn_count", b"turn_count", "turns", b"turns", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__seed: _TypeAlias = _typing.Literal["seed"]  # noqa: Y015
     _WhichOneofArgType__seed: _TypeAlias = _typing.Literal["_seed", b"_seed"]  # noqa: Y015

@@ -1,0 +1,75 @@
+"""The tools block of MCP sessions: checks, the prompt form, call actions (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from worldserve.domains.tools import (
+    MAX_TOOLS,
+    ToolSpec,
+    call_action,
+    check_tools,
+    describe,
+    is_error_observation,
+    parse_schema,
+    state_with_tools,
+)
+from worldserve.training.mcp_tools import Tool
+from worldserve.training.mcp_tools import describe as training_describe
+
+
+def test_the_prompt_block_is_the_training_form() -> None:
+    trained = {"add": Tool("add", "add", "", [("a", "integer"), ("b", "integer")], "Add two integers.")}
+    declared = ToolSpec("add", "Add two integers.", {
+        "type": "object", "required": ["a", "b"],
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}})
+    assert describe([declared]) == training_describe(trained)
+    optional = ToolSpec("find", "Find.", {"type": "object", "properties": {
+        "q": {"type": ["string", "null"]}, "n": {}}, "required": ["n"]})
+    assert describe([optional]).splitlines()[1] == "- find(q?: string|null, n: any): Find."
+
+
+def test_state_with_tools() -> None:
+    spec = ToolSpec("ping")
+    assert state_with_tools([], "s") == "s"
+    assert state_with_tools([spec], "") == "MCP server tools:\n- ping(): "
+    assert state_with_tools([spec], "x = 1") == "MCP server tools:\n- ping(): \nx = 1"
+
+
+@pytest.mark.parametrize(("tools", "says"), [
+    ([ToolSpec("")], "1-128 characters"),
+    ([ToolSpec("a" * 129)], "1-128 characters"),
+    ([ToolSpec("a/b")], "1-128 characters"),
+    ([ToolSpec("a"), ToolSpec("a")], "declared twice"),
+    ([ToolSpec("a", "d" * 5000)], "description exceeds"),
+    ([ToolSpec("a", "", {"type": "string"})], "describe an object"),
+    ([ToolSpec(f"t{i}") for i in range(MAX_TOOLS + 1)], f"at most {MAX_TOOLS}"),
+])
+def test_bad_tools_are_refused(tools: list[ToolSpec], says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        check_tools("MCP", tools)
+
+
+def test_only_mcp_sessions_declare_tools() -> None:
+    assert check_tools("TERMINAL", []) == []
+    with pytest.raises(ValueError, match="only by MCP"):
+        check_tools("TERMINAL", [ToolSpec("a")])
+
+
+def test_schemas() -> None:
+    assert parse_schema("", "t") == {"type": "object", "properties": {}}
+    assert parse_schema('{"type": "object"}', "t") == {"type": "object"}
+    for text, says in [("{", "not JSON"), ("[1]", "JSON object"), ("1" * 20000, "exceeds")]:
+        with pytest.raises(ValueError, match=says):
+            parse_schema(text, "t")
+    spec = ToolSpec.from_dict({"name": "a", "inputSchema": {"type": "object"}})
+    assert ToolSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_calls_and_error_observations() -> None:
+    assert call_action("add", {"a": 1}) == '{"tool": "add", "arguments": {"a": 1}}'
+    assert call_action("ping", None) == '{"tool": "ping", "arguments": {}}'
+    assert not is_error_observation('{"result": 3}')
+    assert is_error_observation('{"error": {"code": 429, "message": "slow down"}}')
+    assert is_error_observation("<html>502 Bad Gateway")
+    assert is_error_observation("[1, 2]")
