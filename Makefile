@@ -14,7 +14,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[model,embedded,gym,operator,loadtest,mcp,dev]"
 	touch $(STAMP)
 
-install: $(STAMP)
+# The OpenEnv server's own environment: openenv pins mcp<2 and numpy>=2, which the model server
+# (pytriton: numpy<2) and our MCP server (mcp 2) cannot share (docs/INTEGRATIONS.md).
+OPENENV_VENV ?= .venv-openenv
+OPENENV_STAMP := $(OPENENV_VENV)/.installed
+
+$(OPENENV_STAMP): pyproject.toml
+	test -x $(OPENENV_VENV)/bin/python || python3 -m venv $(OPENENV_VENV)
+	$(OPENENV_VENV)/bin/python -m pip install -q --upgrade pip
+	$(OPENENV_VENV)/bin/python -m pip install -q -e ".[openenv]"
+	touch $(OPENENV_STAMP)
+
+install: $(STAMP) $(OPENENV_STAMP)
 
 demo: install            ## start the stack, stream a Terminal episode, stop the stack
 	$(VENV)/bin/worldserve demo --start

@@ -129,6 +129,15 @@ class Settings(BaseSettings):
     openenv_port: int = Field(8932, description="Port of the OpenEnv server (HTTP + /ws).")
     openenv_max_sessions: int = Field(
         1024, description="Concurrent OpenEnv WebSocket sessions one server process accepts.")
+    openenv_max_turns: int = Field(
+        32, ge=0, description="An OpenEnv episode is done after this many steps unless reset "
+        "sets max_turns; 0 = no limit.")
+    openenv_rubric: str = Field(
+        "", description="'module:attribute' of an OpenEnv Rubric (or a factory of one) that "
+        "scores each step; empty = reward 0.")
+    openenv_terminate: str = Field(
+        "", description="'module:attribute' of a predicate (action, observation, metadata) -> "
+        "bool that ends an OpenEnv episode early; empty = only max_turns ends it.")
     openenv_python: str = Field(
         "", description="Interpreter of the OpenEnv environment (openenv pins packages our model "
         "server cannot share); empty = .venv-openenv/bin/python when it exists.")

@@ -170,10 +170,36 @@ def test_values_schema_describes_every_field_once() -> None:
     walk(schema, "")
     assert missing == []
     text = json.dumps(schema)
-    assert text.count('"requests"') == 1 and text.count("#/definitions/resources") == 3
+    assert text.count('"requests"') == 1 and text.count("#/definitions/resources") == 5
 
 
 def test_shared_resources_definition_is_enforced(helm: str) -> None:
     out = subprocess.run([helm, "template", "ws", str(CHART), "--set",
                           "worker.resources.bogus=1"], capture_output=True, text=True)
     assert out.returncode != 0 and "bogus" in out.stderr + out.stdout
+
+
+def test_front_doors_are_optional_deployments_with_services(helm: str) -> None:
+    assert not [d for d in render(helm) if d["metadata"]["name"].endswith(("-mcp", "-openenv"))]
+    docs = render(helm, "--set", "frontends.mcp.enabled=true",
+                  "--set", "frontends.openenv.enabled=true",
+                  "--set", "frontends.openenv.maxSessions=4096")
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    for name, port, image in [("mcp", 8931, "ghcr.io/worldserve/worldserve:"),
+                              ("openenv", 8932, "ghcr.io/worldserve/worldserve-openenv:")]:
+        deployment = by[("Deployment", f"ws-worldserve-{name}")]
+        validate(deployment)
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        assert container["command"] == ["python", "-m", f"worldserve.frontends.{name}"]
+        assert container["image"].startswith(image)
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["WORLDSERVE_UPSTREAM_GATEWAY"] == "ws-worldserve-gateway:50051"
+        assert env[f"WORLDSERVE_{name.upper()}_HOST"] == "0.0.0.0"
+        assert env[f"WORLDSERVE_{name.upper()}_PORT"] == str(port)
+        assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+        service = by[("Service", f"ws-worldserve-{name}")]
+        validate(service)
+        assert service["spec"]["ports"][0]["port"] == port
+    openenv = by[("Deployment", "ws-worldserve-openenv")]["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in openenv["containers"][0]["env"]}
+    assert env["WORLDSERVE_OPENENV_MAX_SESSIONS"] == "4096"

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from worldserve.cli.demo import ACTIONS
@@ -21,8 +22,11 @@ BIN = Path(sys.executable).parent / "worldserve"
 
 def test_up_demo_and_ctrl_c(tmp_path: Path, redis_url: str, database_url: str) -> None:
     ports = {name: free_port() for name in ("GATEWAY_PORT", "TRITON_HTTP_PORT",
-                                            "TRITON_METRICS_PORT", "GRPC")}
+                                            "TRITON_METRICS_PORT", "GRPC", "MCP_PORT",
+                                            "OPENENV_PORT")}
     env = dict(os.environ, WORLDSERVE_GATEWAY_PORT=str(ports["GATEWAY_PORT"]),
+               WORLDSERVE_MCP_PORT=str(ports["MCP_PORT"]),
+               WORLDSERVE_OPENENV_PORT=str(ports["OPENENV_PORT"]),
                WORLDSERVE_TRITON_HTTP_PORT=str(ports["TRITON_HTTP_PORT"]),
                WORLDSERVE_TRITON_METRICS_PORT=str(ports["TRITON_METRICS_PORT"]),
                WORLDSERVE_TRITON_URL=f"127.0.0.1:{ports['GRPC']}",
@@ -39,6 +43,12 @@ def test_up_demo_and_ctrl_c(tmp_path: Path, redis_url: str, database_url: str) -
             time.sleep(0.5)
         printed = (tmp_path / "up.log").read_text()
         assert "cli-test-key" in printed and str(ports["GATEWAY_PORT"]) in printed
+        # the front doors run too: the simulated MCP server and the OpenEnv server
+        assert "mcp front door" in printed and "openenv front door" in printed
+        assert httpx.get(f"http://127.0.0.1:{ports['MCP_PORT']}/health").json() == {
+            "status": "ok"}
+        assert httpx.get(f"http://127.0.0.1:{ports['OPENENV_PORT']}/health").json()[
+            "status"] == "healthy"
         demo = subprocess.run([str(BIN), "demo"], env=env, capture_output=True, text=True,
                               timeout=300)
         assert demo.returncode == 0, demo.stdout + demo.stderr
@@ -71,6 +81,7 @@ def test_up_with_the_openai_backend(tmp_path: Path, redis_url: str, database_url
 
     gateway, openai = free_port(), free_port()
     env = dict(os.environ, WORLDSERVE_GATEWAY_PORT=str(gateway),
+               WORLDSERVE_MCP_PORT=str(free_port()), WORLDSERVE_OPENENV_PORT=str(free_port()),
                WORLDSERVE_OPENAI_URL=f"http://127.0.0.1:{openai}",
                WORLDSERVE_REDIS_URL=redis_url, WORLDSERVE_DATABASE_URL=database_url,
                WORLDSERVE_DEV_API_KEY="cli-openai-key", WORLDSERVE_METRICS_PORT="0",

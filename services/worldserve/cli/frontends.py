@@ -31,3 +31,31 @@ def mcp(stdio: bool = typer.Option(False, "--stdio", help="Serve one session ove
     if stdio and not key:
         raise typer.BadParameter("--stdio needs a tenant key: --api-key or WORLDSERVE_API_KEY")
     serve(settings, stdio_session=session if stdio else "", api_key=key)
+
+
+def openenv(host: str | None = typer.Option(None, help="Bind address; default "
+                                            "WORLDSERVE_OPENENV_HOST."),
+            port: int | None = typer.Option(None, help="Port; default WORLDSERVE_OPENENV_PORT "
+                                            "(8932)."),
+            target: str = TARGET) -> None:
+    """An OpenEnv environment server (WebSocket /ws, HTTP /reset /step /state /schema /health):
+    each episode is a simulation session; clients send their tenant key as a bearer token."""
+    import os
+    import sys
+
+    settings = _settings(target, openenv_host=host, openenv_port=port)
+    from worldserve.dev.launcher import openenv_interpreter
+
+    python = openenv_interpreter(settings)
+    if python is None:
+        raise typer.BadParameter("openenv is not installed here: `make install` builds "
+                                 ".venv-openenv, or set WORLDSERVE_OPENENV_PYTHON")
+    env = dict(os.environ, WORLDSERVE_UPSTREAM_GATEWAY=settings.frontend_upstream_target,
+               WORLDSERVE_OPENENV_HOST=settings.openenv_host,
+               WORLDSERVE_OPENENV_PORT=str(settings.openenv_port))
+    if python == sys.executable:
+        from worldserve.frontends.openenv import serve
+
+        serve(settings)
+        return
+    os.execve(python, [python, "-m", "worldserve.frontends.openenv"], env)

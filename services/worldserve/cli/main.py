@@ -33,6 +33,7 @@ app.command("replay")(sessions.replay)
 app.command("eval")(evaluate.evaluate)
 app.command("promote")(evaluate.promote)
 app.command("mcp")(frontends.mcp)
+app.command("openenv")(frontends.openenv)
 
 STATE_DIR = Path(".worldserve")
 
@@ -71,6 +72,8 @@ def _print_endpoints(stack, generated_key: bool) -> None:  # type: ignore[no-unt
         table.add_row("Triton gRPC", s.triton_url, f"model {s.model_name!r}")
         table.add_row("Triton HTTP / metrics",
                       f"127.0.0.1:{s.triton_http_port} / :{s.triton_metrics_port}", "")
+    for name, url in stack.front_doors:
+        table.add_row(f"{name} front door", url, "bearer: a tenant key")
     for name, url, how in stack.services.describe():
         table.add_row(name, url, how)
     console.print(table)

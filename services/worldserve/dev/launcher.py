@@ -7,6 +7,7 @@ Each server runs in its own process group, so stopping one also stops what it sp
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -83,6 +84,18 @@ def spawn(name: str, module: str, env: dict[str, str], log_dir: Path, append: bo
         process = subprocess.Popen([python, "-m", module, *args], env=env, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     return Child(name, process, log_path, module, env, args=args, python=python)
+
+
+def openenv_interpreter(settings: Settings) -> str | None:
+    """The interpreter that has ``openenv``: this one, the configured one, or .venv-openenv's."""
+    import importlib.util
+
+    if importlib.util.find_spec("openenv") is not None:
+        return sys.executable
+    for candidate in (settings.openenv_python, ".venv-openenv/bin/python"):
+        if candidate and Path(candidate).exists():
+            return candidate
+    return None
 
 
 def openai_server_ready(url: str, model: str) -> bool:
@@ -211,9 +224,36 @@ class Stack:
             self.children.append(gateway)
             wait_for("starting the gateway",
                      lambda: port_open(s.gateway_host, s.gateway_port), gateway, 60, tick)
+            self._start_front_doors(env, logs, tick)
         except BaseException:
             self.stop()
             raise
+
+    def _start_front_doors(self, env: dict[str, str], logs: Path,
+                           tick: Callable[[str], None] | None) -> None:
+        """The simulated MCP server and, where its environment exists, the OpenEnv server."""
+        s = self.settings
+        doors = [("mcp", "worldserve.frontends.mcp", s.mcp_host, s.mcp_port, sys.executable)]
+        python = openenv_interpreter(s)
+        if python is not None:
+            doors.append(("openenv", "worldserve.frontends.openenv", s.openenv_host,
+                          s.openenv_port, python))
+        for name, module, host, port, interpreter in doors:
+            if port_open(host, port):
+                raise StackError(f"port {port} ({name}) is already in use: set "
+                                 f"WORLDSERVE_{name.upper()}_PORT to a free port")
+            child = spawn(name, module, env, logs, python=interpreter)
+            self.children.append(child)
+            wait_for(f"starting the {name} server", functools.partial(port_open, host, port),
+                     child, 90, tick)
+
+    @property
+    def front_doors(self) -> list[tuple[str, str]]:
+        """(name, URL) of each running front door."""
+        s = self.settings
+        urls = {"mcp": f"http://{s.mcp_host}:{s.mcp_port}/sessions/{{session_id}}/mcp",
+                "openenv": f"http://{s.openenv_host}:{s.openenv_port} (ws: /ws)"}
+        return [(c.name, urls[c.name]) for c in self.children if c.name in urls]
 
     def stop(self) -> None:
         for child in reversed(self.children):
