@@ -20,6 +20,8 @@ CASES = {
                     "| turn | prompt tokens"),
     "affinity.py": (["--sessions", "2", "--turns", "2", "--max-tokens", "128"],
                     "| policy | affinity hit rate"),
+    "openenv_frontdoor.py": (["--sessions", "3", "--turns", "2", "--rounds", "1"],
+                             "| path | steps | errors"),
     "noisy_neighbour.py": (["--seconds", "3", "--sessions", "2"],
                            "| phase | victim steps"),
     "throughput.py": (["--concurrency", "1", "2", "--turns", "2", "--rounds", "1",
