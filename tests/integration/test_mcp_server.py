@@ -176,3 +176,29 @@ async def test_tools_are_checked_and_only_mcp_sessions_declare_them(stack: Tenan
         record = json.loads((await ws.export(sid)).content)
     assert record["worldserve"]["tools"] == TOOLS  # exports carry the declared tools
     assert record["prompt"][0].count("- create_note(title: string)") == 1
+
+
+async def test_the_example_agent_session_runs_on_the_real_model(make_settings, redis_url: str,
+                                                               tmp_path: Path) -> None:
+    """examples/clients/mcp_session.py against the committed checkpoint on real Triton."""
+    import asyncio
+    import subprocess
+
+    from tests.conftest import TEST_KEY, repo_root
+    from tests.integration.helpers import running_gateway
+
+    settings = make_settings(default_max_tokens=160)
+    async with running_gateway(settings, redis_url) as gw:
+        target = f"127.0.0.1:{gw.port}"
+        with front_door("worldserve.frontends.mcp", target, tmp_path, "mcp_port") as port:
+            done = await asyncio.to_thread(subprocess.run, [
+                sys.executable, str(repo_root() / "examples" / "clients" / "mcp_session.py"),
+                "--api-key", TEST_KEY, "--gateway", target, "--mcp", f"http://127.0.0.1:{port}"],
+                capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr[-3000:]
+    print(done.stdout)  # the model's answers, for a reader of the test log
+    lines = done.stdout.splitlines()
+    assert lines[0] == "tools: create_note, get_note"
+    calls = [line for line in lines if " -> " in line]
+    assert len(calls) == 3 and all("turn " in c for c in calls)
+    assert [c.split("turn ")[1].split(",")[0] for c in calls] == ["1", "2", "3"]
