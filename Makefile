@@ -42,7 +42,7 @@ loadtest: install       ## Locust, headless, against `worldserve up` (started if
 check: lint typecheck importlint proto-check
 
 lint: install
-	$(VENV)/bin/ruff check services operators tests bench loadtests
+	$(VENV)/bin/ruff check services operators tests bench loadtests examples
 
 typecheck: install
 	$(VENV)/bin/mypy

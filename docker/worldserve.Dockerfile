@@ -1,11 +1,12 @@
-# The gateway, the accounting worker, the operator and the CLI (one image, different commands).
+# The gateway, the accounting worker, the operator, the MCP front door and the CLI (one image,
+# different commands).
 #   docker build -f docker/worldserve.Dockerfile -t ghcr.io/worldserve/worldserve:0.1.0 .
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY services services
 COPY operators operators
-RUN pip install --no-cache-dir --prefix=/install ".[operator]"
+RUN pip install --no-cache-dir --prefix=/install ".[operator,mcp]"
 
 FROM python:3.11-slim
 COPY --from=build /install /usr/local

@@ -1,2 +1,2 @@
 """Front doors for other ecosystems (MCP, OpenEnv): separate processes that reach the gateway
-through the SDK over gRPC and import nothing of the gateway (docs/ARCHITECTURE.md §9)."""
+through the SDK over gRPC and import nothing of the gateway (docs/ARCHITECTURE.md §8)."""
