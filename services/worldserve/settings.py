@@ -156,6 +156,9 @@ class Settings(BaseSettings):
     openai_url: str = Field("http://127.0.0.1:8000", description="OpenAI-compatible server.")
     openai_model: str = Field(
         "", description="Model name the OpenAI-compatible server serves; empty = model_dir.")
+    openai_replicas: list[str] = Field(
+        [], description="Several OpenAI-compatible servers of the same model (replicas); "
+        "overrides openai_url: session affinity, bounded load, failover.")
     triton_replicas: list[str] = Field(
         [], description="Several Triton endpoints of the same model (replicas); overrides "
         "triton_url: session affinity, bounded load, failover."

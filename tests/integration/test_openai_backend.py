@@ -4,6 +4,7 @@ The gateway renders the prompt itself; the server applies no template (issue 14)
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -106,3 +107,47 @@ async def test_openai_backend_down_is_unavailable(make_settings, redis_url: str)
         assert info.value.code() == grpc.StatusCode.UNAVAILABLE
         got = await stub.GetSession(pb.GetSessionRequest(session_id=s.session_id), metadata=md)
         assert got.turn_count == 0
+
+
+async def test_two_replicas_one_killed_no_duplicate_turn(openai_url: str, make_settings,  # type: ignore[no-untyped-def]
+                                                         redis_url: str, tmp_path: Path) -> None:
+    """Two `transformers serve` replicas behind one gateway (openai_replicas); one is killed
+    between steps: every session goes on, on the survivor, with exactly one turn per step."""
+    port = free_port()
+    exe = Path(sys.executable).with_name("transformers")
+    with open(tmp_path / "serve2.log", "wb") as out:
+        second = subprocess.Popen([str(exe), "serve", MODEL, "--host", "127.0.0.1", "--port",
+                                   str(port)], stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    url2 = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            try:
+                if httpx.get(f"{url2}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert second.poll() is None, (tmp_path / "serve2.log").read_text()[-2000:]
+            await asyncio.sleep(0.5)
+        settings = make_settings(backend_protocol="openai", openai_replicas=[openai_url, url2],
+                                 openai_model=MODEL, default_max_tokens=48,
+                                 replica_policy="round_robin")
+        md = auth(TEST_KEY)
+        async with running_gateway(settings, redis_url) as gw, stub_for(gw) as stub:
+            sessions = [await stub.CreateSession(pb.CreateSessionRequest(domain=pb.TERMINAL),
+                                                 metadata=md) for _ in range(4)]
+            for s in sessions:
+                await stub.Step(pb.StepRequest(session_id=s.session_id, action="ls",
+                                               expected_turn=0), metadata=md, timeout=120)
+            second.terminate()  # the second replica dies
+            second.wait(20)
+            for s in sessions:  # every session keeps stepping, on the surviving replica
+                r = await stub.Step(pb.StepRequest(session_id=s.session_id, action="pwd",
+                                                   expected_turn=1), metadata=md, timeout=120)
+                assert r.turn == 2
+                got = await stub.GetSession(pb.GetSessionRequest(session_id=s.session_id),
+                                            metadata=md)
+                assert got.turn_count == 2  # no duplicate turn, none lost
+    finally:
+        second.kill()
+        second.wait(20)

@@ -118,6 +118,23 @@ def triton_for_entry(entry: Entry, policy: str = "affinity", load_floor: int = 1
     return one(entry.endpoint)
 
 
+def single_backend(settings: Settings) -> Backend:
+    """The model server(s) of a deployment without the registry: Triton or OpenAI-compatible,
+    one endpoint or several replicas of it (affinity, bounded load, failover)."""
+    make: Callable[[str], Backend]
+    if settings.backend_protocol == "openai":
+        model = settings.openai_model or str(settings.model_dir)
+        replicas, single = settings.openai_replicas, settings.openai_url
+        make = partial(OpenAIBackend, model=model)
+    else:
+        replicas, single = settings.triton_replicas, settings.triton_url
+        make = partial(TritonBackend, model_name=settings.model_name)
+    if not replicas:
+        return make(single)
+    return ReplicaSet({url: make(url) for url in replicas}, policy=settings.replica_policy,
+                      load_floor=settings.replica_load_floor)
+
+
 def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
     """TLS when a certificate is configured; mutual TLS when a client CA is too."""
     if settings.tls_cert_file is None and settings.tls_key_file is None:
@@ -169,16 +186,7 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
                                                        load_floor=settings.replica_load_floor),
                                 template)
     else:
-        if backend is None and settings.backend_protocol == "openai":
-            backend = OpenAIBackend(settings.openai_url,
-                                    settings.openai_model or str(settings.model_dir))
-        if backend is None:
-            backend = (ReplicaSet({url: TritonBackend(url, settings.model_name)
-                                   for url in settings.triton_replicas},
-                                  policy=settings.replica_policy,
-                                  load_floor=settings.replica_load_floor)
-                       if settings.triton_replicas
-                       else TritonBackend(settings.triton_url, settings.model_name))
+        backend = backend or single_backend(settings)
         domains = (modelcard.normalize_domains(settings.model_domains)
                    if settings.model_domains else modelcard.read(settings.model_dir).domains)
         router = StaticRouter(settings.model_version_label, backend, template, domains)
