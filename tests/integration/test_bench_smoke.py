@@ -22,6 +22,8 @@ CASES = {
                     "| policy | affinity hit rate"),
     "openenv_frontdoor.py": (["--sessions", "3", "--turns", "2", "--rounds", "1"],
                              "| path | steps | errors"),
+    "openai_serving.py": (["--steps", "1", "--concurrency", "1", "--max-tokens", "8",
+                           "--rounds", "1"], "| concurrent streams | Triton engine"),
     "noisy_neighbour.py": (["--seconds", "3", "--sessions", "2"],
                            "| phase | victim steps"),
     "throughput.py": (["--concurrency", "1", "2", "--turns", "2", "--rounds", "1",
