@@ -42,18 +42,18 @@ def test_crds_are_valid_kubernetes_objects() -> None:
 
 def test_crd_schema_rejects_bad_specs() -> None:
     schema = crd_schemas()[("worldserve.io/v1alpha1", "WorldModel")]
-    bad = example("qwen-agentworld-35b-a3b")
+    bad = example("qwen-agentworld-35b-a3b-triton")
     bad["spec"]["versions"][0]["runtime"] = "onnx"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
-    bad = example("qwen-agentworld-35b-a3b")
+    bad = example("qwen-agentworld-35b-a3b-triton")
     bad["spec"]["versions"][0]["storageUri"] = "ftp://x"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
 
 
 def test_triton_vllm_version_builds_isvc_and_model_repository() -> None:
-    body = example("qwen-agentworld-397b-a17b")
+    body = example("qwen-agentworld-397b-a17b-triton")
     spec = parse_worldmodel("qwen-agentworld-397b-a17b", body["spec"])
     v1 = spec.versions[0]
     isvc = builders.inference_service(spec, v1, "models", OWNER)
@@ -96,7 +96,7 @@ def test_worldserve_runtime_and_concurrency_autoscaling() -> None:
 
 
 def test_traffic_weights_and_aliases() -> None:
-    spec = parse_worldmodel("m", example("qwen-agentworld-397b-a17b")["spec"])
+    spec = parse_worldmodel("m", example("qwen-agentworld-397b-a17b-triton")["spec"])
     assert traffic_weights(spec) == {"v1": 90, "v2": 10}
     assert builders.aliases(spec) == {"m:stable": "m@v1", "m:canary": "m@v2"}
     entries = builders.registry_entries(spec, "models", "TEMPLATE", traffic_weights(spec))
@@ -109,7 +109,7 @@ def test_traffic_weights_and_aliases() -> None:
 
 
 def test_declared_domains_reach_the_registry_entry() -> None:
-    spec = parse_worldmodel("m", example("qwen-agentworld-397b-a17b")["spec"])
+    spec = parse_worldmodel("m", example("qwen-agentworld-397b-a17b-triton")["spec"])
     entries = builders.registry_entries(spec, "models", "", traffic_weights(spec))
     assert entries["m@v1"]["domains"] == ["MCP", "SEARCH", "TERMINAL", "SWE", "WEB", "OS",
                                           "ANDROID"]
@@ -126,7 +126,7 @@ def test_declared_domains_reach_the_registry_entry() -> None:
 
 def test_the_registry_entry_is_one_contract_both_sides_read() -> None:
     """What the operator writes parses back into the gateway's Entry unchanged, field by field."""
-    spec = parse_worldmodel("m", example("qwen-agentworld-397b-a17b")["spec"])
+    spec = parse_worldmodel("m", example("qwen-agentworld-397b-a17b-triton")["spec"])
     for label, raw in builders.registry_entries(spec, "models", "T",
                                                 traffic_weights(spec)).items():
         entry = Entry.from_dict(label, raw)
@@ -198,6 +198,20 @@ def test_vllm_version_registers_as_openai() -> None:
     moved = builders.registry_entries(spec, "models", "", {"v1": 100},
                                       {"v1": "https://agentworld.example/"})["agentworld@v1"]
     assert moved["endpoint"] == "https://agentworld.example/"  # the service's own address
-    triton = parse_worldmodel("m", example("qwen-agentworld-397b-a17b")["spec"])
+    triton = parse_worldmodel("m", example("qwen-agentworld-397b-a17b-triton")["spec"])
     raw = builders.registry_entries(triton, "models", "", {"v1": 100})["m@v1"]
     assert Entry.from_dict("m@v1", raw).protocol == "triton" and "protocol" not in raw
+
+
+@pytest.mark.parametrize("name", ["qwen-agentworld-35b-a3b", "qwen-agentworld-397b-a17b"])
+def test_the_big_examples_default_to_the_llm_track(name: str) -> None:
+    spec = parse_worldmodel(name, example(name)["spec"])
+    for v in spec.versions:
+        assert v.runtime == "vllm"
+        obj = builders.llm_inference_service(spec, v, "models", OWNER)
+        validate(obj)
+        args = obj["spec"]["template"]["containers"][0]["args"]
+        assert args[args.index("--reasoning-parser") + 1] == "qwen3"
+        assert "--language-model-only" in args
+    entries = builders.registry_entries(spec, "models", "", {v.name: 100 for v in spec.versions})
+    assert {Entry.from_dict(k, e).protocol for k, e in entries.items()} == {"openai"}

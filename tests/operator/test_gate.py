@@ -34,7 +34,7 @@ def test_gate_rules() -> None:
 
 async def test_operator_holds_stable_back_until_the_gate_passes(world) -> None:  # type: ignore[no-untyped-def]
     _, rec, registry, _, _ = world
-    body = body_of("qwen-agentworld-397b-a17b")
+    body = body_of("qwen-agentworld-397b-a17b-triton")
     body["spec"]["evaluation"] = {"metric": "token_f1", "minScore": 0.6}
     status = await asyncio.to_thread(rec.reconcile, body)
     assert status["stable"] == "v1" and status["promotion"] == "ok"
@@ -59,7 +59,7 @@ async def test_promote_records_and_moves_the_alias(world) -> None:  # type: igno
     verbs = ["get", "list", "watch", "patch", "create", "delete"]
     kmock.resources["worldserve.io/v1alpha1/worldmodels"] = {
         "kind": "WorldModel", "namespaced": True, "singular": "worldmodel", "verbs": verbs}
-    body = body_of("qwen-agentworld-397b-a17b")
+    body = body_of("qwen-agentworld-397b-a17b-triton")
     body["spec"]["evaluation"] = {"metric": "token_f1", "minScore": 0.6}
     body["metadata"]["annotations"] = {}
     kmock.objects["worldserve.io/v1alpha1/worldmodels", "models", body["metadata"]["name"]] = body

@@ -42,7 +42,7 @@ async def test_operator_reconciles_a_worldmodel_through_kopf(kmock, redis_url: s
     r = redis.Redis.from_url(redis_url)
     memo = kopf.Memo(worldmodels=WorldModelReconciler(Kube(client.ApiClient(cfg)),
                                                       Registry(r, prefix)))
-    body = body_of("qwen-agentworld-35b-a3b")
+    body = body_of("qwen-agentworld-35b-a3b-triton")
     body["metadata"]["resourceVersion"] = "1"
     kmock.objects[WM, "models", body["metadata"]["name"]] = body
 

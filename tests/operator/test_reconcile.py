@@ -36,7 +36,7 @@ def exists(kmock, resource: str, namespace: str, name: str) -> bool:  # type: ig
 
 async def test_versions_become_isvcs_registry_entries_and_status(world) -> None:  # type: ignore[no-untyped-def]
     kmock, rec, registry, _, api = world
-    body = body_of("qwen-agentworld-397b-a17b")
+    body = body_of("qwen-agentworld-397b-a17b-triton")
     status = await asyncio.to_thread(rec.reconcile, body)
     for v in ("v1", "v2"):
         assert exists(kmock, ISVC, "models", f"qwen-agentworld-397b-a17b-{v}")
@@ -66,7 +66,7 @@ async def test_versions_become_isvcs_registry_entries_and_status(world) -> None:
 
 async def test_a_removed_version_drains_before_it_is_deleted(world) -> None:  # type: ignore[no-untyped-def]
     kmock, rec, registry, clock, _ = world
-    body = body_of("qwen-agentworld-397b-a17b")
+    body = body_of("qwen-agentworld-397b-a17b-triton")
     await asyncio.to_thread(rec.reconcile, body)
     updated = copy.deepcopy(body)
     updated["spec"]["versions"] = updated["spec"]["versions"][:1]
@@ -90,7 +90,7 @@ async def test_a_removed_version_drains_before_it_is_deleted(world) -> None:  # 
 
 async def test_deleting_a_worldmodel_drains_then_removes_everything(world) -> None:  # type: ignore[no-untyped-def]
     kmock, rec, registry, clock, _ = world
-    body = body_of("qwen-agentworld-35b-a3b")
+    body = body_of("qwen-agentworld-35b-a3b-triton")
     await asyncio.to_thread(rec.reconcile, body)
     with pytest.raises(Draining) as info:
         await asyncio.to_thread(rec.delete, body)
@@ -110,7 +110,7 @@ async def test_chat_template_from_a_configmap(world) -> None:  # type: ignore[no
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "templates", "namespace": "models"},
         "data": {"qwen.jinja": "{{ messages }}"}})
-    body = body_of("qwen-agentworld-35b-a3b")
+    body = body_of("qwen-agentworld-35b-a3b-triton")
     body["spec"]["chatTemplate"] = {"source": "configMap",
                                     "configMapRef": {"name": "templates", "key": "qwen.jinja"}}
     await asyncio.to_thread(rec.reconcile, body)
