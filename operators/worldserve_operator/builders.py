@@ -182,7 +182,9 @@ def registry_entries(spec: WorldModelSpec, namespace: str, chat_template: str,
             label, spec.name, v.name, address, TRITON_MODEL,
             weights.get(v.name, 0), "serving", v.chat_template or chat_template,
             domains=normalize_domains(list(spec.domains_of(v))), runtime=v.runtime,
-            protocol=protocol(v)).to_dict()
+            protocol=protocol(v),
+            # vLLM is told max_model_len; the worldserve runtime uses the checkpoint's own
+            max_model_len=0 if v.runtime == "worldserve" else v.max_model_len).to_dict()
     return out
 
 

@@ -179,6 +179,10 @@ class Settings(BaseSettings):
         False, description="Route by the operator's Redis model registry (versions, weights, "
         "endpoints) instead of the single triton_url/model_version_label."
     )
+    model_context_tokens: int = Field(
+        0, ge=0, description="The single model's context length in tokens; 0 = its config.json "
+        "(max_position_embeddings). The gateway refuses a max_tokens that leaves no room for a "
+        "prompt; the model server checks each rendered prompt exactly.")
     model_version_label: str = Field(
         "worldserve-tiny-moe@2", description="Version recorded on each turn (name@version)."
     )

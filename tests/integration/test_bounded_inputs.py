@@ -63,6 +63,18 @@ async def failure(call: object) -> tuple[grpc.StatusCode, str]:
 
 # --- sessions ---
 
+
+async def test_max_tokens_the_models_context_cannot_hold_is_refused_at_create(
+        stack: Stack) -> None:
+    """The gateway knows the version's context (config.json here; the registry's max_model_len
+    under the operator): a max_tokens that leaves no room for a prompt never reaches a step."""
+    code, details = await failure(stack.sim.CreateSession(pb.CreateSessionRequest(
+        domain=pb.TERMINAL, sampling=pb.SamplingParams(max_tokens=4096)), metadata=stack.md))
+    assert code == INVALID and "context of 4096 tokens" in details and "4096" in details
+    ok = await stack.sim.CreateSession(pb.CreateSessionRequest(
+        domain=pb.TERMINAL, sampling=pb.SamplingParams(max_tokens=4095)), metadata=stack.md)
+    assert ok.session_id
+
 async def test_labels_are_bounded_on_create_and_fork(stack: Stack) -> None:
     too_many = {f"k{i}": "v" for i in range(MAX_LABELS + 1)}
     code, msg = await failure(stack.sim.CreateSession(

@@ -215,3 +215,6 @@ def test_the_big_examples_default_to_the_llm_track(name: str) -> None:
         assert "--language-model-only" in args
     entries = builders.registry_entries(spec, "models", "", {v.name: 100 for v in spec.versions})
     assert {Entry.from_dict(k, e).protocol for k, e in entries.items()} == {"openai"}
+    # the gateway learns each version's context from its entry
+    assert {Entry.from_dict(k, e).max_model_len for k, e in entries.items()} == {
+        v.max_model_len for v in spec.versions}

@@ -37,3 +37,15 @@ def test_pins_aliases_and_defaults() -> None:
         choose(VIEW, "n:canary", "", rng)
     with pytest.raises(NotFound, match="served: m, n"):
         choose(VIEW, "zzz", "", rng)
+
+
+def test_context_length_is_part_of_the_registry_entry() -> None:
+    from worldserve.backends.checkpoint import load_context_tokens
+    from worldserve.routing.choice import Entry
+    from worldserve.settings import DEFAULT_MODEL_DIR
+
+    entry = Entry("m@v1", "m", "v1", "http://m", max_model_len=262144)
+    assert entry.to_dict()["max_model_len"] == 262144
+    assert Entry.from_dict("m@v1", entry.to_dict()) == entry
+    assert "max_model_len" not in Entry("m@v1", "m", "v1", "e").to_dict()  # unknown: left out
+    assert load_context_tokens(DEFAULT_MODEL_DIR) == 4096  # the committed checkpoint

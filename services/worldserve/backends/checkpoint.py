@@ -1,4 +1,5 @@
-"""Read what the gateway needs from a Hugging Face checkpoint directory: its chat template."""
+"""Read what the gateway needs from a Hugging Face checkpoint directory: its chat template and
+context length."""
 
 from __future__ import annotations
 
@@ -25,3 +26,14 @@ def load_chat_template(model_dir: Path) -> str:
                 if entry.get("name") == "default":
                     return str(entry["template"])
     raise ChatTemplateMissing(f"no chat template in {model_dir}")
+
+
+def load_context_tokens(model_dir: Path) -> int:
+    """``config.json``'s ``max_position_embeddings`` (0 when the checkpoint does not say)."""
+    config = model_dir / "config.json"
+    if not config.is_file():
+        return 0
+    raw = json.loads(config.read_text())
+    value = raw.get("max_position_embeddings") or (raw.get("text_config") or {}).get(
+        "max_position_embeddings")
+    return int(value) if isinstance(value, int) else 0

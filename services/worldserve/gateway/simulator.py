@@ -182,6 +182,11 @@ class Simulator:
             raise FailedPrecondition(
                 f"model {version} does not simulate {new.domain}; it serves "
                 f"{', '.join(served)} (see ListModels)")
+        context = self.router.context_tokens(version)
+        if context and sampling.max_tokens >= context:
+            raise InvalidArgument(
+                f"sampling.max_tokens {sampling.max_tokens} leaves no room for a prompt in "
+                f"{version}'s context of {context} tokens")
         limits = await self.directory.limits(tenant)
         check_allowed(limits, tenant, version, new.model, new.domain)
         ttl = new.ttl_seconds or self.settings.session_ttl_s

@@ -32,6 +32,7 @@ class Entry:
     runtime: str = ""  # the WorldModel runtime that serves it (triton-vllm, worldserve, …)
     drain_until: float = 0.0  # epoch s; a draining entry is removed after it
     protocol: str = "triton"  # triton (gRPC ModelStreamInfer) | openai (/v1/completions)
+    max_model_len: int = 0  # the version's context length in tokens; 0 = unknown
 
     @classmethod
     def from_dict(cls, label: str, raw: dict[str, Any]) -> Entry:
@@ -40,7 +41,8 @@ class Entry:
                    str(raw.get("state", "serving")), str(raw.get("chat_template") or ""),
                    tuple(str(e) for e in raw.get("endpoints") or ()),
                    normalize_domains(raw.get("domains")), str(raw.get("runtime") or ""),
-                   float(raw.get("drain_until") or 0.0), str(raw.get("protocol") or "triton"))
+                   float(raw.get("drain_until") or 0.0), str(raw.get("protocol") or "triton"),
+                   int(raw.get("max_model_len") or 0))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object stored under the label (what ``from_dict`` reads back)."""
@@ -56,6 +58,8 @@ class Entry:
             out["drain_until"] = self.drain_until
         if self.protocol != "triton":
             out["protocol"] = self.protocol
+        if self.max_model_len:
+            out["max_model_len"] = self.max_model_len
         return out
 
 

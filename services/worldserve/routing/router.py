@@ -31,6 +31,7 @@ class Router(Protocol):
     def target(self, label: str) -> tuple[Backend, str]: ...
     def models(self) -> list[tuple[str, list[str]]]: ...
     def domains(self, label: str) -> tuple[str, ...]: ...
+    def context_tokens(self, label: str) -> int: ...
     async def start(self) -> None: ...
     async def ready(self) -> bool: ...
     async def aclose(self) -> None: ...
@@ -38,11 +39,12 @@ class Router(Protocol):
 
 class StaticRouter:
     def __init__(self, label: str, backend: Backend, chat_template: str,
-                 domains: tuple[str, ...] = ALL_DOMAINS) -> None:
+                 domains: tuple[str, ...] = ALL_DOMAINS, context_tokens: int = 0) -> None:
         self.label = label
         self.backend = backend
         self.chat_template = chat_template
         self._domains = domains
+        self._context_tokens = context_tokens
 
     def resolve(self, requested: str, default_model: str = "") -> str:
         name = self.label.split("@", 1)[0]
@@ -58,6 +60,10 @@ class StaticRouter:
 
     def domains(self, label: str) -> tuple[str, ...]:
         return self._domains
+
+    def context_tokens(self, label: str) -> int:
+        """The model's context length (0 = unknown: the model server still checks)."""
+        return self._context_tokens
 
     async def start(self) -> None:
         pass
@@ -148,6 +154,10 @@ class RegistryRouter:
     def domains(self, label: str) -> tuple[str, ...]:
         entry = self.view.entries.get(label)
         return entry.domains if entry is not None else ALL_DOMAINS
+
+    def context_tokens(self, label: str) -> int:
+        entry = self.view.entries.get(label)
+        return entry.max_model_len if entry is not None else 0
 
     async def ready(self) -> bool:
         """Some serving version's backend answers Triton ServerReady/ModelReady. Probing also
