@@ -22,19 +22,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 from common import KEY, gateway, log_dir, machine, median, model_server, pct, redis_url
 
 from worldserve.backends.base import Backend, Completion
 from worldserve.backends.checkpoint import load_chat_template
 from worldserve.backends.openai import OpenAIBackend
 from worldserve.backends.triton import TritonBackend
+from worldserve.dev.launcher import start_transformers_serve
 from worldserve.dev.services import free_port
 from worldserve.domains.chat import render_chat
 from worldserve.domains.rendering import PromptInput, build_messages
@@ -56,25 +54,12 @@ def prompt_for(action: str) -> str:
 
 @contextlib.contextmanager
 def transformers_serve(logs: Path) -> Iterator[str]:
-    port = free_port()
-    exe = Path(sys.executable).with_name("transformers")
-    with open(logs / "transformers-serve.log", "wb") as out:
-        proc = subprocess.Popen([str(exe), "serve", MODEL, "--host", "127.0.0.1", "--port",
-                                 str(port)], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{free_port()}"
+    server = start_transformers_serve(MODEL, url, logs)
     try:
-        for _ in range(600):
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            if proc.poll() is not None:
-                raise RuntimeError((logs / "transformers-serve.log").read_text()[-2000:])
-            time.sleep(0.5)
         yield url
     finally:
-        proc.terminate()
-        proc.wait(30)
+        server.stop(30)
 
 
 async def stream_tokens(backend: Backend, prompt: str, max_tokens: int) -> int:

@@ -135,7 +135,7 @@ def test_only_gateways_reach_model_pods(helm: str) -> None:
     assert peer["podSelector"]["matchLabels"].items() <= \
         gateway["spec"]["template"]["metadata"]["labels"].items()
 
-    body = yaml.safe_load((ROOT / "examples" / "worldmodels" / "qwen-agentworld-35b-a3b.yaml")
+    body = yaml.safe_load((ROOT / "examples" / "worldmodels" / "qwen-agentworld-35b-a3b-triton.yaml")
                           .read_text())
     spec = parse_worldmodel("m", body["spec"])
     isvc = builders.inference_service(spec, spec.versions[0], "ns",

@@ -5,20 +5,17 @@ The gateway renders the prompt itself; the server applies no template (issue 14)
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
-import httpx
 import pytest
 
 from tests.conftest import TEST_KEY
 from tests.integration.helpers import auth, running_gateway, stub_for
 from worldserve.backends.base import Completion
 from worldserve.backends.openai import OpenAIBackend, parse_event, request_body
+from worldserve.dev.launcher import start_transformers_serve
 from worldserve.dev.services import free_port
 from worldserve.v1 import simulator_pb2 as pb
 
@@ -28,27 +25,12 @@ MODEL = str(Path(__file__).resolve().parents[2] / "models" / "worldserve-tiny-mo
 
 @pytest.fixture(scope="module")
 def openai_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    log = tmp_path_factory.mktemp("tserve") / "serve.log"
-    exe = Path(sys.executable).with_name("transformers")
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([str(exe), "serve", MODEL, "--host", "127.0.0.1", "--port",
-                                 str(port)], stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{free_port()}"
+    server = start_transformers_serve(MODEL, url, tmp_path_factory.mktemp("tserve"))
     try:
-        for _ in range(240):
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, log.read_text()[-2000:]
-            time.sleep(0.5)
         yield url
     finally:
-        proc.terminate()
-        proc.wait(20)
+        server.stop(20)
 
 
 def test_request_and_events_are_the_openai_wire_format() -> None:
@@ -113,22 +95,9 @@ async def test_two_replicas_one_killed_no_duplicate_turn(openai_url: str, make_s
                                                          redis_url: str, tmp_path: Path) -> None:
     """Two `transformers serve` replicas behind one gateway (openai_replicas); one is killed
     between steps: every session goes on, on the survivor, with exactly one turn per step."""
-    port = free_port()
-    exe = Path(sys.executable).with_name("transformers")
-    with open(tmp_path / "serve2.log", "wb") as out:
-        second = subprocess.Popen([str(exe), "serve", MODEL, "--host", "127.0.0.1", "--port",
-                                   str(port)], stdout=out, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
-    url2 = f"http://127.0.0.1:{port}"
+    url2 = f"http://127.0.0.1:{free_port()}"
+    second = await asyncio.to_thread(start_transformers_serve, MODEL, url2, tmp_path)
     try:
-        for _ in range(240):
-            try:
-                if httpx.get(f"{url2}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert second.poll() is None, (tmp_path / "serve2.log").read_text()[-2000:]
-            await asyncio.sleep(0.5)
         settings = make_settings(backend_protocol="openai", openai_replicas=[openai_url, url2],
                                  openai_model=MODEL, default_max_tokens=48,
                                  replica_policy="round_robin")
@@ -139,8 +108,7 @@ async def test_two_replicas_one_killed_no_duplicate_turn(openai_url: str, make_s
             for s in sessions:
                 await stub.Step(pb.StepRequest(session_id=s.session_id, action="ls",
                                                expected_turn=0), metadata=md, timeout=120)
-            second.terminate()  # the second replica dies
-            second.wait(20)
+            second.stop(20)  # the second replica dies
             for s in sessions:  # every session keeps stepping, on the surviving replica
                 r = await stub.Step(pb.StepRequest(session_id=s.session_id, action="pwd",
                                                    expected_turn=1), metadata=md, timeout=120)
@@ -149,5 +117,4 @@ async def test_two_replicas_one_killed_no_duplicate_turn(openai_url: str, make_s
                                             metadata=md)
                 assert got.turn_count == 2  # no duplicate turn, none lost
     finally:
-        second.kill()
-        second.wait(20)
+        second.stop(5)

@@ -108,6 +108,23 @@ def openai_server_ready(url: str, model: str) -> bool:
         return False
 
 
+def start_transformers_serve(model: str, url: str, log_dir: Path,
+                             env: dict[str, str] | None = None,
+                             tick: Callable[[str], None] | None = None) -> Child:
+    """`transformers serve MODEL` (transformers' OpenAI-compatible server) on ``url``'s host and
+    port, returned once ``/v1/models`` lists the model."""
+    host, port = url.split("://", 1)[-1].rstrip("/").rsplit(":", 1)
+    child = spawn("openai-server", "transformers.cli.transformers", env or dict(os.environ),
+                  log_dir, args=("serve", model, "--host", host, "--port", port))
+    try:
+        wait_for("loading the world model into transformers serve",
+                 lambda: openai_server_ready(url, model), child, 600, tick)
+    except BaseException:
+        child.stop(5)
+        raise
+    return child
+
+
 @dataclass(frozen=True)
 class RestartPolicy:
     """How `worldserve up` restarts a crashed child: after 1 s, 2 s, 4 s … at most 30 s; a
@@ -207,13 +224,8 @@ class Stack:
                 env["WORLDSERVE_DATABASE_URL"] = self.services.database_url
                 self.children.append(spawn("worker", "worldserve.accounting.worker", env, logs))
             if s.backend_protocol == "openai":  # an OpenAI-compatible server instead of Triton
-                host, openai_port = s.openai_url.split("://", 1)[-1].rstrip("/").rsplit(":", 1)
-                model_id = s.openai_model or str(s.model_dir)
-                model = spawn("openai-server", "transformers.cli.transformers", env, logs,
-                              args=("serve", model_id, "--host", host, "--port", openai_port))
-                self.children.append(model)
-                wait_for("loading the world model into transformers serve",
-                         lambda: openai_server_ready(s.openai_url, model_id), model, 600, tick)
+                self.children.append(start_transformers_serve(
+                    s.openai_model or str(s.model_dir), s.openai_url, logs, env, tick))
             else:
                 model = spawn("modelserver", "worldserve.modelserver.main", env, logs)
                 self.children.append(model)
