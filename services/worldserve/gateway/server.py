@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -104,35 +104,39 @@ class Gateway:
             await self._update_health()
 
 
+def backend_of(protocol: str, model: str, endpoint: str, replicas: Sequence[str],
+               policy: str = "affinity", load_floor: int = 1) -> Backend:
+    """A model server by its protocol (Triton gRPC or OpenAI-compatible): its replicas behind
+    one ReplicaSet (affinity, bounded load, failover) when listed, else its one endpoint."""
+    def one(url: str) -> Backend:
+        if protocol == "openai":
+            return OpenAIBackend(url, model)
+        return TritonBackend(url, model)
+
+    if replicas:
+        return ReplicaSet({url: one(url) for url in replicas},
+                          policy=policy, load_floor=load_floor)
+    return one(endpoint)
+
+
 def triton_for_entry(entry: Entry, policy: str = "affinity", load_floor: int = 1) -> Backend:
     """The backend of a registry entry (its protocol): its replicas when listed, else its
-    Service endpoint."""
-    def one(url: str) -> Backend:
-        if entry.protocol == "openai":
-            return OpenAIBackend(url, entry.label)
-        return TritonBackend(url, entry.triton_model)
-
-    if entry.replicas:
-        return ReplicaSet({url: one(url) for url in entry.replicas},
-                          policy=policy, load_floor=load_floor)
-    return one(entry.endpoint)
+    Service endpoint. An OpenAI-compatible server serves the version under its label."""
+    model = entry.label if entry.protocol == "openai" else entry.triton_model
+    return backend_of(entry.protocol, model, entry.endpoint, entry.replicas, policy, load_floor)
 
 
 def single_backend(settings: Settings) -> Backend:
     """The model server(s) of a deployment without the registry: Triton or OpenAI-compatible,
-    one endpoint or several replicas of it (affinity, bounded load, failover)."""
-    make: Callable[[str], Backend]
+    one endpoint or several replicas of it."""
     if settings.backend_protocol == "openai":
         model = settings.openai_model or str(settings.model_dir)
-        replicas, single = settings.openai_replicas, settings.openai_url
-        make = partial(OpenAIBackend, model=model)
+        endpoint, replicas = settings.openai_url, settings.openai_replicas
     else:
-        replicas, single = settings.triton_replicas, settings.triton_url
-        make = partial(TritonBackend, model_name=settings.model_name)
-    if not replicas:
-        return make(single)
-    return ReplicaSet({url: make(url) for url in replicas}, policy=settings.replica_policy,
-                      load_floor=settings.replica_load_floor)
+        model, endpoint, replicas = (settings.model_name, settings.triton_url,
+                                     settings.triton_replicas)
+    return backend_of(settings.backend_protocol, model, endpoint, replicas,
+                      settings.replica_policy, settings.replica_load_floor)
 
 
 def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
