@@ -111,5 +111,22 @@ def test_fault_visibility() -> None:
     assert metrics.fault_visible("malformed_json", '{"result": {"id', "")
     assert not metrics.fault_visible("malformed_json", '{"result": 1}', "")
     assert metrics.fault_visible("http_429", '{"error": {"code": 429}}', "")
+    # a failure shown where the real output has none, but not one the real output shows too
+    assert metrics.false_failure("cat: a.txt: Permission denied", "alpha")
+    assert not metrics.false_failure("cat: a.txt: Permission denied", "cat: a.txt: Permission denied")
+    assert not metrics.false_failure("429 lines, 500 words", "12")
     s = metrics.score("x", "y", True, "timeout")
     assert s["fault_visible"] == 0.0 and metrics.score("x", "y", True)["fault_visible"] is None
+
+
+def test_heldout_score_counts_faults_shown_and_faults_made_up() -> None:
+    from worldserve.training.heldout import cases, score
+    ep = Episode("TERMINAL", "heldout", 4, "tidy", "cwd /w holds a.txt", [
+        Turn("ls", "a.txt", "r", "ls"), Turn("cat a.txt", "alpha", "r", "cat"),
+        Turn("cat a.txt", "cat: a.txt: Permission denied", "r", "cat", "permission_denied")])
+    predicted = ["a.txt", "cat: a.txt: Permission denied", "cat: a.txt: Permission denied"]
+    rows = score([(c, p, True) for c, p in zip(cases([ep]), predicted, strict=True)])
+    overall = rows["overall"]
+    assert overall["exact"] == pytest.approx(2 / 3, abs=1e-4)
+    assert overall["fault_visible"] == 1.0  # the injected fault shows …
+    assert overall["false_fault"] == 0.5  # … and so does one made up on a clean read

@@ -66,18 +66,21 @@ def json_structure(predicted: str, reference: str) -> float | None:
     return len(a & b) / len(a | b) if a | b else 1.0
 
 
+# What a failure of each kind looks like in an observation (lower case).
+FAILURE_SIGNS = {"timeout": ("timeout", "timed out"),
+                 "permission_denied": ("permission denied", "forbidden"),
+                 "network_unreachable": ("could not resolve", "unreachable", "connection failed",
+                                         "connection refused"),
+                 "http_429": ("429", "too many requests"),
+                 "http_500": ("500", "internal server error")}
+
+
 def fault_visible(kind: str, predicted: str, reference: str, untruncated: str = "") -> bool:
     """Does ``predicted`` show the injected failure ``kind``? (``reference`` is the real failing
     output; ``untruncated`` the real output before a truncation cut it.)"""
     p = predicted.lower()
-    signs = {"timeout": ("timeout", "timed out"),
-             "permission_denied": ("permission denied", "forbidden"),
-             "network_unreachable": ("could not resolve", "unreachable", "connection failed",
-                                     "connection refused"),
-             "http_429": ("429", "too many requests"),
-             "http_500": ("500", "internal server error")}
-    if kind in signs:
-        return any(s in p for s in signs[kind])
+    if kind in FAILURE_SIGNS:
+        return any(s in p for s in FAILURE_SIGNS[kind])
     if kind == "malformed_json":
         try:
             json.loads(predicted)
@@ -88,6 +91,15 @@ def fault_visible(kind: str, predicted: str, reference: str, untruncated: str = 
         full, cut = untruncated.strip(), predicted.rstrip("\n")
         return bool(cut.strip()) and cut.strip() != full and full.startswith(cut)
     return predicted.strip() == reference.strip()  # stale_data: the old answer itself
+
+
+def false_failure(predicted: str, reference: str) -> bool:
+    """On a turn with no injected fault: does ``predicted`` show a failure (a timeout, a denied
+    permission, an unreachable host, an HTTP 429/500) that the real output does not? The
+    counterpart of ``fault_visible``: a model that always fails would show every fault."""
+    p, r = predicted.lower(), reference.lower()
+    return any(s in p and s not in r for signs in FAILURE_SIGNS.values() for s in signs
+               if not s.isdigit())
 
 
 JSON_DOMAINS = frozenset({"MCP"})  # whose observations are JSON objects

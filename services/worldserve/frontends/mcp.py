@@ -13,7 +13,8 @@ low-level ``Server``); the bearer key of each request is passed on to the gatewa
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,16 +88,40 @@ def binding_from_request(ctx: ServerRequestContext[Any, Any]) -> Binding:
     return Binding(str(request.path_params.get("session_id", "")), key)
 
 
+class DeclaredTools:
+    """The tools each session declared, fetched once per (key, session) and kept in a bounded
+    LRU: a session's tools never change after CreateSession (a fork is another session), so a
+    tools/call costs one gateway call, the Step, instead of two. Keyed by the bearer key too, so
+    a key the gateway has not accepted for that session never reads another key's entry."""
+
+    def __init__(self, load: Callable[[Binding], Awaitable[list[ToolSpec]]],
+                 size: int = 4096) -> None:
+        self._load, self._size = load, size
+        self._entries: OrderedDict[Binding, list[ToolSpec]] = OrderedDict()
+
+    async def get(self, binding: Binding) -> list[ToolSpec]:
+        if binding in self._entries:
+            self._entries.move_to_end(binding)
+            return self._entries[binding]
+        tools = await self._load(binding)  # refusals are raised, never cached
+        self._entries[binding] = tools
+        if len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+        return tools
+
+
 def build_server(upstream: Upstream,
                  resolve: Callable[[ServerRequestContext[Any, Any]], Binding]) -> Server[Any]:
     """The MCP server: tools/list and tools/call of the session ``resolve`` names."""
 
-    async def declared(binding: Binding) -> list[ToolSpec]:
+    async def fetch(binding: Binding) -> list[ToolSpec]:
         try:
             info = await upstream.client(binding.api_key).get_session(binding.session_id)
         except WorldserveError as exc:
             raise refusal(exc) from None
         return info.tools
+
+    declared = DeclaredTools(fetch).get
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:

@@ -95,6 +95,10 @@ def score(items: list[tuple[Case, str, bool]]) -> dict[str, Any]:
         if faulted:
             row["fault_visible"] = round(sum(v and fault_visible(c.turn, p) for c, p, v in faulted)
                                          / len(faulted), 4)
+        clean = [(c, p) for c, p, _ in members if not c.turn.fault]
+        if clean:  # a failure shown where none was injected
+            row["false_fault"] = round(sum(metrics.false_failure(p, c.turn.observation)
+                                           for c, p in clean) / len(clean), 4)
         report[name] = row
     return report
 
@@ -131,12 +135,13 @@ def evaluate_checkpoint(model_dir: Path, episodes: list[Episode],
 
 
 def table(report: dict[str, Any]) -> str:
-    lines = ["| group | n | exact | token F1 | format | fault visible |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| group | n | exact | token F1 | format | fault visible | false fault |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, row in report["groups"].items():
         visible = f"{row['fault_visible']:.2f}" if "fault_visible" in row else ""
+        false = f"{row['false_fault']:.3f}" if "false_fault" in row else ""
         lines.append(f"| {name} | {row['n']} | {row['exact']:.2f} | {row['token_f1']:.2f} | "
-                     f"{row['format_valid']:.2f} | {visible} |")
+                     f"{row['format_valid']:.2f} | {visible} | {false} |")
     return "\n".join(lines)
 
 
