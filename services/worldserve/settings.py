@@ -184,7 +184,7 @@ class Settings(BaseSettings):
         "(max_position_embeddings). The gateway refuses a max_tokens that leaves no room for a "
         "prompt; the model server checks each rendered prompt exactly.")
     model_version_label: str = Field(
-        "worldserve-tiny-moe@3", description="Version recorded on each turn (name@version)."
+        "worldserve-tiny-moe@4", description="Version recorded on each turn (name@version)."
     )
     model_dir: Path = Field(DEFAULT_MODEL_DIR, description="Checkpoint directory (HF layout).")
     model_domains: list[str] = Field(

@@ -63,9 +63,11 @@ class Profile:
 PROFILES = {
     "quick": Profile((Stage(episodes=4000, minutes=20.0),), eval_episodes=40),
     # Stage 1 made worldserve-tiny-moe@2; stage 2 continues it on fresh data (other seed) with
-    # half the episodes ending in a fault (docs/MODEL.md).
+    # half the episodes ending in a fault (@3); stage 3 continues @3 on fresh data again at a
+    # lower peak lr (docs/MODEL.md).
     "full": Profile((Stage(episodes=12000, minutes=115.0),
-                     Stage(episodes=16000, minutes=105.0, seed=1, fault_rate=0.5, lr=1.5e-3)),
+                     Stage(episodes=16000, minutes=105.0, seed=1, fault_rate=0.5, lr=1.5e-3),
+                     Stage(episodes=16000, minutes=85.0, seed=2, fault_rate=0.4, lr=1e-3)),
                     eval_episodes=120),
 }
 HELDOUT_SEED = 1_000_003
@@ -324,7 +326,7 @@ def train(args: argparse.Namespace, profile: Profile) -> None:
     (data_dir / "heldout_episodes.jsonl").write_text((work / "heldout.jsonl").read_text())
     if not args.skip_eval:
         from worldserve.training.heldout import evaluate_checkpoint
-        report = evaluate_checkpoint(out, held)
+        report = evaluate_checkpoint(out, held, work / "heldout-predictions.jsonl")
         (out / "fidelity.json").write_text(json.dumps(report, indent=2) + "\n")
         log(work, f"held-out: {json.dumps(report['overall'])}")
     card.write(out, training)
