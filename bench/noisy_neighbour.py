@@ -47,8 +47,10 @@ async def victim(client: AsyncClient, stop: float, latencies: list[float]) -> No
 
 async def attacker(client: AsyncClient, stop: float, action: str, state: str,
                    counts: dict[str, int]) -> None:
-    session = await client.create_session("terminal", initial_state=STATE, max_tokens=64)
+    """A fresh session per step: in one session the history window would carry the previous
+    huge action into the next prompt, which then no longer fits and is refused."""
     while time.monotonic() < stop:
+        session = await client.create_session("terminal", initial_state=STATE, max_tokens=64)
         try:
             await client.step(session.session_id, action, current_state=state)
             counts["answered"] += 1
@@ -56,6 +58,8 @@ async def attacker(client: AsyncClient, stop: float, action: str, state: str,
             counts["refused"] += 1
         except WorldserveError:
             counts["failed"] += 1
+        finally:
+            await client.close_session(session.session_id)
 
 
 async def phase(target: str, sessions: int, seconds: float, attack: tuple[str, str] | None
