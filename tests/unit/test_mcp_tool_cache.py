@@ -11,7 +11,7 @@ from worldserve.domains.tools import ToolSpec
 from worldserve.frontends.mcp import Binding, DeclaredTools
 
 
-def test_tools_are_fetched_once_per_key_and_session_and_refusals_are_not_kept() -> None:
+def test_tools_are_kept_per_key_and_session_for_a_while_and_refusals_are_not_kept() -> None:
     calls: list[Binding] = []
     refuse = {Binding("s-gone", "k1")}
 
@@ -21,7 +21,8 @@ def test_tools_are_fetched_once_per_key_and_session_and_refusals_are_not_kept() 
             raise MCPError(-32602, "NOT_FOUND: session")
         return [ToolSpec(f"tool_{b.session_id}", "", {"type": "object"})]
 
-    cache = DeclaredTools(load, size=2)
+    now = [0.0]
+    cache = DeclaredTools(load, size=2, ttl_s=60.0, clock=lambda: now[0])
 
     async def run() -> None:
         a, b, c = Binding("s1", "k1"), Binding("s1", "k2"), Binding("s2", "k1")
@@ -37,5 +38,12 @@ def test_tools_are_fetched_once_per_key_and_session_and_refusals_are_not_kept() 
             with pytest.raises(MCPError):
                 await cache.get(Binding("s-gone", "k1"))
         assert calls[-2:] == [Binding("s-gone", "k1")] * 2  # a refusal is asked again
+        n = len(calls)
+        now[0] = 59.0
+        await cache.get(a)
+        assert len(calls) == n  # still fresh
+        now[0] = 61.0
+        await cache.get(a)
+        assert calls[-1] == a and len(calls) == n + 1  # expired: the gateway is asked again
 
     asyncio.run(run())

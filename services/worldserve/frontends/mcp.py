@@ -13,6 +13,7 @@ low-level ``Server``); the bearer key of each request is passed on to the gatewa
 from __future__ import annotations
 
 import json
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -90,21 +91,26 @@ def binding_from_request(ctx: ServerRequestContext[Any, Any]) -> Binding:
 
 class DeclaredTools:
     """The tools each session declared, fetched once per (key, session) and kept in a bounded
-    LRU: a session's tools never change after CreateSession (a fork is another session), so a
-    tools/call costs one gateway call, the Step, instead of two. Keyed by the bearer key too, so
-    a key the gateway has not accepted for that session never reads another key's entry."""
+    LRU for ``ttl_s``: a session's tools never change after CreateSession (a fork is another
+    session), so a tools/call costs one gateway call, the Step, instead of two. Keyed by the
+    bearer key too, so a key the gateway has not accepted for that session never reads another
+    key's entry; the TTL bounds how long a revoked key can still list what it listed before (its
+    tools/call is refused at once: the Step goes to the gateway)."""
 
     def __init__(self, load: Callable[[Binding], Awaitable[list[ToolSpec]]],
-                 size: int = 4096) -> None:
-        self._load, self._size = load, size
-        self._entries: OrderedDict[Binding, list[ToolSpec]] = OrderedDict()
+                 size: int = 4096, ttl_s: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._load, self._size, self._ttl, self._clock = load, size, ttl_s, clock
+        self._entries: OrderedDict[Binding, tuple[float, list[ToolSpec]]] = OrderedDict()
 
     async def get(self, binding: Binding) -> list[ToolSpec]:
-        if binding in self._entries:
+        entry = self._entries.get(binding)
+        if entry is not None and self._clock() - entry[0] < self._ttl:
             self._entries.move_to_end(binding)
-            return self._entries[binding]
+            return entry[1]
         tools = await self._load(binding)  # refusals are raised, never cached
-        self._entries[binding] = tools
+        self._entries[binding] = (self._clock(), tools)
+        self._entries.move_to_end(binding)
         if len(self._entries) > self._size:
             self._entries.popitem(last=False)
         return tools
