@@ -17,7 +17,9 @@ from worldserve.v1 import simulator_pb2 as pb
 
 pytestmark = pytest.mark.integration
 
-INITIAL = ("Working directory /tmp/worldserve-sandbox/home/agent contains: notes.txt\n"
+# The state in the form the default model was trained on (training/terminal.py): these tests
+# are about the platform, so they give the model an input it knows.
+INITIAL = ("Current directory: /tmp/worldserve-sandbox/home/agent\nFiles: notes.txt\n"
            "--- notes.txt ---\nalpha beta")
 
 

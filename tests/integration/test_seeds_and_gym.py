@@ -25,7 +25,7 @@ async def test_same_seed_same_history_same_observation(make_settings, redis_url)
         def episodes() -> list[list[tuple[str, str, int | None]]]:
             out = []
             with Client(f"127.0.0.1:{gw.port}", api_key=TEST_KEY) as client:
-                for seed in (11, 11, 12):
+                for seed in (11, 11, 12, 13, 14):
                     s = client.create_session("TERMINAL", seed=seed, temperature=1.0,
                                               initial_state="cwd /home/agent: notes.txt")
                     out.append([(r.observation, r.reasoning, r.seed) for r in
@@ -36,10 +36,12 @@ async def test_same_seed_same_history_same_observation(make_settings, redis_url)
                                for t in info.turns)
             return out
 
-        a, b, c = await asyncio.to_thread(episodes)
+        a, b, *others = await asyncio.to_thread(episodes)
     assert a == b  # same seed, same history, same model version: same observations
-    assert [x[:2] for x in a] != [x[:2] for x in c]  # another seed samples differently
-    assert [x[2] for x in a] != [x[2] for x in c]
+    # other seeds sample differently: at least one of three (a confident model can give the
+    # same three answers under two seeds)
+    assert any([x[:2] for x in a] != [x[:2] for x in c] for c in others)
+    assert all([x[2] for x in a] != [x[2] for x in c] for c in others)
 
 
 async def test_world_env_passes_the_gymnasium_checker(make_settings, redis_url) -> None:  # type: ignore[no-untyped-def]
