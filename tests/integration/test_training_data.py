@@ -13,7 +13,7 @@ import pytest
 
 from worldserve.domains.chat import render_chat
 from worldserve.domains.faults import control_instruction
-from worldserve.training import collect, words
+from worldserve.training import collect, terminal, words
 from worldserve.training.categories import category_of
 from worldserve.training.collect import Episode
 from worldserve.training.heldout import fault_visible
@@ -34,7 +34,9 @@ def box() -> Iterator[Sandbox]:
 
 def test_commands_really_run_and_change_the_directory(box: Sandbox) -> None:
     assert box.run("ls") == "empty\nnotes.txt\nsrc"
-    assert box.run("pwd") == str(box.cwd)
+    assert box.shown == Path("/home/agent")  # the sandbox poses as a machine of its own
+    assert box.run("pwd") == "/home/agent"
+    assert str(box.root) not in box.run("ls -d \"$PWD\"/notes.txt")
     assert box.run("echo one two > new.txt") == ""
     assert box.run("cat new.txt notes.txt") == "one two\nalpha beta\ngamma"
     assert box.files()["new.txt"] == "one two\n"
@@ -91,6 +93,20 @@ def test_held_out_words_never_appear_in_training_words() -> None:
     train, held = set(words.words("train")), set(words.words("heldout"))
     assert len(train) > 10_000 and len(held) > 2_000 and not train & held
     assert all(words.split_of(w) == "heldout" for w in list(held)[:100])
+
+
+def test_states_are_worded_every_way_users_word_them() -> None:
+    files = {"notes.txt": "alpha beta\ngamma\n", "src/main.py": "print(1)\n"}
+    rng = random.Random(3)
+    states = {terminal.describe(Path("/home/agent"), files, ["empty"], rng) for _ in range(400)}
+    for head in terminal.STATE_HEADS:
+        first = head.split("{")[0]
+        assert any(s.startswith(first) for s in states), head
+    for body in terminal.FILE_HEADS:
+        shown = body.format(name="notes.txt", content="alpha beta\ngamma")
+        assert any(shown in s for s in states), body
+    for s in states:
+        assert "/home/agent" in s and "empty/" in s and "src/" in s and "print(1)" in s
 
 
 def test_episodes_carry_state_and_end_in_real_faults(tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ def run_episode(client: Client, console: Console, actions: list[str] | None = No
                 on_turn: Callable[[CheckedTurn], None] | None = None) -> list[CheckedTurn]:
     sandbox = make_sandbox()
     try:
-        state = describe_as(0, sandbox.cwd, FILES)  # phrased as the training data's first
+        state = describe_as(0, sandbox.shown, FILES)  # phrased as the training data's first
         session = client.create_session("TERMINAL", task_instruction=TASK, initial_state=state,
                                         seed=7, temperature=0.0, faults=FAULT,
                                         labels={"demo": "1"})  # greedy: the model's best guess

@@ -31,13 +31,17 @@ _META = set("|&;<>()$`\\\"'*?[]{}~\n")
 
 
 class Sandbox:
-    """A working directory ``cwd`` under ``root``; ``reset`` empties it."""
+    """A working directory ``cwd`` under ``root``; ``reset`` empties it.
+
+    The sandbox poses as a whole machine: ``shown`` is the working directory as a user would
+    name it (``root`` taken off, e.g. ``/home/agent``), and outputs name paths the same way."""
 
     def __init__(self, root: Path, cwd: Path) -> None:
         if root not in cwd.parents:
             raise ValueError("the working directory must lie under the sandbox root")
         self.root = root
         self.cwd = cwd
+        self.shown = Path("/") / cwd.relative_to(root)
         self._as_nobody = os.geteuid() == 0
         self.last_full = ""  # the un-cut output of the last truncated_output run
 
@@ -80,13 +84,18 @@ class Sandbox:
 
     # -- running ------------------------------------------------------------------------------
     def run(self, command: str, fault: str = "") -> str:
-        """Run ``command`` (with ``fault`` provoked for real); what the terminal shows."""
+        """Run ``command`` (with ``fault`` provoked for real); what the terminal shows, with
+        paths named as ``shown`` names the working directory."""
+        return self._provoke(command, fault).replace(str(self.root), "")
+
+    def _provoke(self, command: str, fault: str) -> str:
         if fault == "permission_denied":
             return self._denied(command)
         if fault == "timeout":
             return self._hung(command)
         if fault == "truncated_output":
-            full = self.last_full = self._bash(command)
+            full = self._bash(command)
+            self.last_full = full.replace(str(self.root), "")
             keep = max(1, len(full.encode()) * 11 // 20)
             return self._bash(f"( {command} ) 2>&1 | head -c {keep}")
         if fault in ("", "network_unreachable"):

@@ -82,7 +82,7 @@ class TerminalEpisode:
             files[name] = self._content()
         self.box.reset(files, dirs)
         self._refresh()
-        return describe(self.box.cwd, self.files, self.dirs, r)
+        return describe(self.box.shown, self.files, self.dirs, r)
 
     def _content(self) -> str:
         r = self.rng
@@ -331,21 +331,36 @@ class TerminalEpisode:
         return out
 
 
+# The ways users write a state: a listing head, then each file under a content head. The first
+# three heads and the first content head are all that @4 and earlier saw; stage 4 (@5) adds the
+# rest, so that a state in a user's own words is still one the model has met.
 STATE_HEADS = ("Working directory {cwd} contains: {listing}",
                "Current directory: {cwd}\nFiles: {listing}",
-               "cwd {cwd} holds {listing}")
+               "cwd {cwd} holds {listing}",
+               "cwd {cwd}: {listing}",
+               "Working directory: {cwd}\nContents: {listing}",
+               "In {cwd} there are: {listing}",
+               "$ pwd\n{cwd}\n$ ls\n{lines}",
+               "The shell is in {cwd}; its files are {listing}.",
+               "Directory {cwd} with {listing}")
+FILE_HEADS = ("--- {name} ---\n{content}", "{name}:\n{content}", "$ cat {name}\n{content}",
+              "== {name} ==\n{content}", "Contents of {name}:\n{content}")
 
 
 def describe(cwd: Path, files: dict[str, str], dirs: list[str], rng: random.Random) -> str:
     """The initial state as a user would write it, in one of the phrasings users use."""
-    return describe_as(STATE_HEADS.index(rng.choice(STATE_HEADS)), cwd, files, dirs)
+    head = rng.randrange(len(STATE_HEADS))
+    body = 0 if rng.random() < 0.5 else rng.randrange(len(FILE_HEADS))
+    return describe_as(head, cwd, files, dirs, body)
 
 
-def describe_as(phrasing: int, cwd: Path, files: dict[str, str], dirs: list[str] = ()  # type: ignore[assignment]
-                ) -> str:
-    """The listing in ``STATE_HEADS[phrasing]``, then each file's content."""
+def describe_as(phrasing: int, cwd: Path, files: dict[str, str], dirs: list[str] = (),  # type: ignore[assignment]
+                file_head: int = 0) -> str:
+    """The listing in ``STATE_HEADS[phrasing]``, then each file's content under
+    ``FILE_HEADS[file_head]``."""
     top = sorted({f.split("/")[0] + ("/" if "/" in f else "") for f in files}
                  | {d.split("/")[0] + "/" for d in dirs})
-    text = STATE_HEADS[phrasing].format(cwd=cwd, listing=", ".join(top))
-    shown = "\n".join(f"--- {n} ---\n{c.rstrip(chr(10))}" for n, c in sorted(files.items()))
+    text = STATE_HEADS[phrasing].format(cwd=cwd, listing=", ".join(top), lines="\n".join(top))
+    shown = "\n".join(FILE_HEADS[file_head].format(name=n, content=c.rstrip(chr(10)))
+                      for n, c in sorted(files.items()))
     return f"{text}\n{shown}" if shown else text

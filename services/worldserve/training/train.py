@@ -64,10 +64,12 @@ PROFILES = {
     "quick": Profile((Stage(episodes=4000, minutes=20.0),), eval_episodes=40),
     # Stage 1 made worldserve-tiny-moe@2; stage 2 continues it on fresh data (other seed) with
     # half the episodes ending in a fault (@3); stage 3 continues @3 on fresh data again at a
-    # lower peak lr (docs/MODEL.md).
+    # lower peak lr (@4); stage 4 continues @4 on data whose states are worded in more of the
+    # ways users write them, with paths as a user names them (@5; docs/MODEL.md).
     "full": Profile((Stage(episodes=12000, minutes=115.0),
                      Stage(episodes=16000, minutes=105.0, seed=1, fault_rate=0.5, lr=1.5e-3),
-                     Stage(episodes=16000, minutes=85.0, seed=2, fault_rate=0.4, lr=1e-3)),
+                     Stage(episodes=16000, minutes=85.0, seed=2, fault_rate=0.4, lr=1e-3),
+                     Stage(episodes=16000, minutes=90.0, seed=3, fault_rate=0.4, lr=1e-3)),
                     eval_episodes=120),
 }
 HELDOUT_SEED = 1_000_003
