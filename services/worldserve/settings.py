@@ -182,7 +182,9 @@ class Settings(BaseSettings):
     model_context_tokens: int = Field(
         0, ge=0, description="The single model's context length in tokens; 0 = its config.json "
         "(max_position_embeddings). The gateway refuses a max_tokens that leaves no room for a "
-        "prompt; the model server checks each rendered prompt exactly.")
+        "prompt, and a rendered prompt that certainly does not fit (counted with the "
+        "checkpoint's tokenizer.json, before any model time); the model server checks each "
+        "prompt exactly.")
     model_version_label: str = Field(
         "worldserve-tiny-moe@4", description="Version recorded on each turn (name@version)."
     )

@@ -75,6 +75,35 @@ async def test_max_tokens_the_models_context_cannot_hold_is_refused_at_create(
         domain=pb.TERMINAL, sampling=pb.SamplingParams(max_tokens=4095)), metadata=stack.md)
     assert ok.session_id
 
+async def test_a_prompt_over_the_context_never_reaches_the_model_server(
+        key_prefix: str, redis_url: str, database_url: str) -> None:
+    """The gateway counts the rendered prompt with the checkpoint's tokenizer (stopping once it
+    is certainly over) and refuses it before any model time; a long prompt that fits still
+    goes through."""
+    backend = EchoBackend()
+    settings = Settings(gateway_port=0, key_prefix=key_prefix, dev_api_key=None,
+                        default_max_tokens=64)
+    admin_md = auth(await make_admin_key(database_url))
+    async with db_gateway(settings, redis_url, database_url, backend) as gw, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{gw.port}") as channel:
+        admin, sim = apb_grpc.AdminStub(channel), pb_grpc.SimulatorStub(channel)
+        tenant = unique("b")
+        await admin.CreateTenant(apb.CreateTenantRequest(tenant_id=tenant), metadata=admin_md)
+        md = auth((await admin.CreateApiKey(apb.CreateApiKeyRequest(tenant_id=tenant),
+                                            metadata=admin_md)).secret)
+        s = await sim.CreateSession(pb.CreateSessionRequest(domain=pb.TERMINAL), metadata=md)
+        code, details = await failure(sim.Step(pb.StepRequest(
+            session_id=s.session_id, action="x " * 8192, current_state="y " * 32768),
+            metadata=md))
+        assert code == INVALID, details
+        assert "at least" in details and "max_tokens is 64" in details
+        assert "context of 4096 tokens" in details
+        assert backend.prompts == []  # never sent
+        ok = await sim.Step(pb.StepRequest(session_id=s.session_id, action="ls " + "z " * 1700),
+                            metadata=md)
+        assert ok.turn == 1 and len(backend.prompts) == 1
+
+
 async def test_labels_are_bounded_on_create_and_fork(stack: Stack) -> None:
     too_many = {f"k{i}": "v" for i in range(MAX_LABELS + 1)}
     code, msg = await failure(stack.sim.CreateSession(

@@ -22,6 +22,7 @@ from grpc_reflection.v1alpha import reflection
 from worldserve.backends.base import Backend
 from worldserve.backends.checkpoint import load_chat_template, load_context_tokens
 from worldserve.backends.openai import OpenAIBackend
+from worldserve.backends.prompt_limit import PromptLimit, load_tokenizer
 from worldserve.backends.replicas import ReplicaSet
 from worldserve.backends.triton import TritonBackend
 from worldserve.db.directory import DatabaseDirectory, Directory, StaticDirectory
@@ -194,7 +195,8 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
         domains = (modelcard.normalize_domains(settings.model_domains)
                    if settings.model_domains else modelcard.read(settings.model_dir).domains)
         context = settings.model_context_tokens or load_context_tokens(settings.model_dir)
-        router = StaticRouter(settings.model_version_label, backend, template, domains, context)
+        limit = PromptLimit(context, load_tokenizer(settings.model_dir))
+        router = StaticRouter(settings.model_version_label, backend, template, domains, limit)
     repo = Repository(create_engine(database_url)) if database_url else None
     if directory is None:
         directory = (DatabaseDirectory(repo, deployment_defaults(settings),

@@ -182,7 +182,7 @@ class Simulator:
             raise FailedPrecondition(
                 f"model {version} does not simulate {new.domain}; it serves "
                 f"{', '.join(served)} (see ListModels)")
-        context = self.router.context_tokens(version)
+        context = self.router.prompt_limit(version).context
         if context and sampling.max_tokens >= context:
             raise InvalidArgument(
                 f"sampling.max_tokens {sampling.max_tokens} leaves no room for a prompt in "
@@ -382,6 +382,10 @@ class Simulator:
         fault = fault_for(record.faults, record.domain, count + 1, record.session_id)
         backend, template = self.router.target(record.model_version)  # pinned for life
         prompt = self._prompt(record, turns, first, step, False, fault, template)
+        too_long = self.router.prompt_limit(record.model_version).refusal(
+            prompt, record.sampling.max_tokens)
+        if too_long:  # never sent: the model server's time is everyone's
+            raise InvalidArgument(too_long)
         limits = await self.directory.limits(tenant)
         check_allowed(limits, tenant, record.model_version, "", record.domain)  # quotas change
         tokens = reservation_tokens(utf8_size(prompt), record.sampling.max_tokens,

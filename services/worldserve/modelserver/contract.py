@@ -30,11 +30,14 @@ FINISH_REASON = "finish_reason"
 CONTEXT_EXCEEDED = "context exceeded:"
 
 
-def context_exceeded(prompt_tokens: int, max_tokens: int, context: int) -> str | None:
-    """Why a request does not fit the model's context, or None when it does."""
+def context_exceeded(prompt_tokens: int, max_tokens: int, context: int,
+                     at_least: bool = False) -> str | None:
+    """Why a request does not fit the model's context, or None when it does. ``at_least``:
+    ``prompt_tokens`` is a lower bound (counting stopped once it was certainly over)."""
     if prompt_tokens + max_tokens <= context:
         return None
-    return (f"{CONTEXT_EXCEEDED} the prompt is {prompt_tokens} tokens and max_tokens is "
+    size = f"at least {prompt_tokens}" if at_least else f"{prompt_tokens}"
+    return (f"{CONTEXT_EXCEEDED} the prompt is {size} tokens and max_tokens is "
             f"{max_tokens}: together over the model's context of {context} tokens "
             "(shorten the action or state, or lower max_tokens)")
 

@@ -18,6 +18,7 @@ from typing import Protocol
 import redis.asyncio as aioredis
 
 from worldserve.backends.base import Backend
+from worldserve.backends.prompt_limit import PromptLimit
 from worldserve.domains.modelcard import ALL_DOMAINS
 from worldserve.errors import BackendUnavailable, NotFound
 from worldserve.keyspace import Keyspace
@@ -31,7 +32,7 @@ class Router(Protocol):
     def target(self, label: str) -> tuple[Backend, str]: ...
     def models(self) -> list[tuple[str, list[str]]]: ...
     def domains(self, label: str) -> tuple[str, ...]: ...
-    def context_tokens(self, label: str) -> int: ...
+    def prompt_limit(self, label: str) -> PromptLimit: ...
     async def start(self) -> None: ...
     async def ready(self) -> bool: ...
     async def aclose(self) -> None: ...
@@ -39,12 +40,13 @@ class Router(Protocol):
 
 class StaticRouter:
     def __init__(self, label: str, backend: Backend, chat_template: str,
-                 domains: tuple[str, ...] = ALL_DOMAINS, context_tokens: int = 0) -> None:
+                 domains: tuple[str, ...] = ALL_DOMAINS, limit: PromptLimit | None = None
+                 ) -> None:
         self.label = label
         self.backend = backend
         self.chat_template = chat_template
         self._domains = domains
-        self._context_tokens = context_tokens
+        self._limit = limit or PromptLimit()
 
     def resolve(self, requested: str, default_model: str = "") -> str:
         name = self.label.split("@", 1)[0]
@@ -61,9 +63,9 @@ class StaticRouter:
     def domains(self, label: str) -> tuple[str, ...]:
         return self._domains
 
-    def context_tokens(self, label: str) -> int:
-        """The model's context length (0 = unknown: the model server still checks)."""
-        return self._context_tokens
+    def prompt_limit(self, label: str) -> PromptLimit:
+        """The model's context and tokenizer (unknown ones: the model server still checks)."""
+        return self._limit
 
     async def start(self) -> None:
         pass
@@ -155,9 +157,10 @@ class RegistryRouter:
         entry = self.view.entries.get(label)
         return entry.domains if entry is not None else ALL_DOMAINS
 
-    def context_tokens(self, label: str) -> int:
+    def prompt_limit(self, label: str) -> PromptLimit:
+        """The entry's ``max_model_len``; no tokenizer here, so the model server counts."""
         entry = self.view.entries.get(label)
-        return entry.max_model_len if entry is not None else 0
+        return PromptLimit(entry.max_model_len if entry is not None else 0)
 
     async def ready(self) -> bool:
         """Some serving version's backend answers Triton ServerReady/ModelReady. Probing also
