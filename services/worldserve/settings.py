@@ -221,6 +221,14 @@ class Settings(BaseSettings):
         "gateway when many sessions decode at once; a reasoning budget is then enforced per "
         "chunk (0 for exact budgets)."
     )
+    engine_long_prompt_tokens: int = Field(
+        0, ge=0, description="The transformers engine's long lane: a prompt over this many "
+        "tokens (0 = half the model's context) decodes in a batch of its own and is prefilled "
+        "64 tokens at a time, so it never widens or stalls the other rows.")
+    engine_long_share: float = Field(
+        0.12, gt=0, le=1, description="The most of the engine's time the long lane takes while "
+        "other rows are decoding (it takes all of it when alone). Bounds how much one request "
+        "within the context can slow the others (issue 16).")
     engine_metrics_port: int = Field(
         0, description="Prometheus port of the model server's engine metrics (batch size, "
         "prefix-cache hits, reused tokens); 0 = off."

@@ -242,3 +242,70 @@ def test_a_repeated_prompt_is_not_prefilled_again_and_samples_the_same(engine: T
     [second] = run(engine, [request])
     assert engine.stats.prefilled_tokens == before  # the prompt's KV and logits were kept
     assert _text(second) == _text(first)
+
+
+def _long_prompt() -> str:
+    """A held-out state long enough for the long lane of an engine whose bound is 100 tokens."""
+    files = "\n".join(f"--- f{i}.txt ---\nalpha beta gamma {i}\ndelta {i * 7}" for i in range(20))
+    return ("<|im_start|>user\nCurrent directory: /home/agent\nFiles: "
+            + ", ".join(f"f{i}.txt" for i in range(20)) + "\n" + files
+            + "\n### Turn 1\n**Action:** cat f3.txt<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_a_long_prompt_prefilled_in_chunks_in_its_own_lane_answers_the_same(
+        engine: TransformersEngine) -> None:
+    """Chunked prefill and a batch of its own change nothing in what greedy decoding writes."""
+    from worldserve.modelserver.transformers_engine import LanePolicy
+
+    request = GenerationRequest(_long_prompt(), max_tokens=40)
+    assert len(engine.tokenizer(request.prompt)["input_ids"]) > 300
+    laned = TransformersEngine(DEFAULT_MODEL_DIR, "cpu", prefix_cache_bytes=0,
+                               lanes=LanePolicy(long_prompt_tokens=100))
+    try:
+        [chunked] = run(laned, [request])
+        assert laned.stats.long_requests == 1 and laned.stats.long_seconds > 0
+        assert laned.stats.prefilled_tokens == laned.stats.prompt_tokens
+    finally:
+        laned.close()
+    [whole] = run(engine, [request])
+    assert _text(chunked) == _text(whole)
+
+
+def test_the_long_lane_gets_its_share_while_others_decode_and_all_when_alone() -> None:
+    """While short rows decode, the long lane takes at most about its share of engine time (here
+    0.2); it is never starved: it finishes, alone, after them."""
+    from worldserve.modelserver.transformers_engine import LanePolicy
+
+    eng = TransformersEngine(DEFAULT_MODEL_DIR, "cpu", max_batch_size=8, prefix_cache_bytes=0,
+                             lanes=LanePolicy(long_prompt_tokens=100, long_share=0.2))
+    done = threading.Event()
+    finished: list[str] = []
+    seen: dict[str, float] = {}
+
+    def sink_for(name: str):  # type: ignore[no-untyped-def]
+        def sink(d: Delta) -> None:
+            if not d.finish_reason:
+                return
+            finished.append(name)
+            if name.startswith("short") and len(finished) == 4:  # the engine thread: consistent
+                s = eng.stats
+                seen.update(long=s.long_seconds, total=s.prefill_seconds + s.decode_seconds)
+            if len(finished) == 5:
+                done.set()
+        return sink
+
+    try:
+        run(eng, [GenerationRequest(PROMPT, max_tokens=2)])  # warm
+        base = eng.stats.prefill_seconds + eng.stats.decode_seconds
+        for i in range(4):
+            eng.submit(GenerationRequest(PROMPT + f" {i}", max_tokens=120,
+                                         stop=("\x00never",)), sink_for(f"short{i}"))
+        eng.submit(GenerationRequest(_long_prompt() * 3, max_tokens=120), sink_for("long"))
+        assert done.wait(300)
+    finally:
+        eng.close()
+    assert finished[-1] == "long"
+    assert eng.stats.long_requests == 1
+    share = seen["long"] / (seen["total"] - base)
+    print(f"long-lane share while others decoded: {share:.3f}")
+    assert 0 < share < 0.3, share

@@ -93,12 +93,14 @@ ENGINES = ("transformers", "vllm", "instant")
 
 def build_engine(kind: str, model_dir: Path, device: str, max_batch_size: int,
                  batch_wait_ms: float, torch_threads: int, prefix_cache_bytes: int = 256 * 2**20,
-                 stream_interval_ms: float = 50.0) -> Engine:
+                 stream_interval_ms: float = 50.0, long_prompt_tokens: int = 0,
+                 long_share: float = 0.12) -> Engine:
     if kind == "transformers":
-        from worldserve.modelserver.transformers_engine import TransformersEngine
+        from worldserve.modelserver.transformers_engine import LanePolicy, TransformersEngine
 
         return TransformersEngine(model_dir, device, max_batch_size, batch_wait_ms, torch_threads,
-                                  prefix_cache_bytes, stream_interval_ms)
+                                  prefix_cache_bytes, stream_interval_ms,
+                                  LanePolicy(long_prompt_tokens, long_share))
     if kind == "vllm":
         return VllmEngine(model_dir, max_batch_size)
     if kind == "instant":

@@ -28,7 +28,8 @@ def serve(settings: Settings) -> None:
     log.info("loading %s engine from %s", settings.engine, settings.model_dir)
     engine = build_engine(settings.engine, settings.model_dir, settings.device,
                           settings.max_batch_size, settings.batch_wait_ms, settings.torch_threads,
-                          settings.prefix_cache_bytes, settings.stream_interval_ms)
+                          settings.prefix_cache_bytes, settings.stream_interval_ms,
+                          settings.engine_long_prompt_tokens, settings.engine_long_share)
     # Every port binds to triton_url's host: 127.0.0.1 under `worldserve up` (nothing outside
     # the machine reaches the model without the gateway), 0.0.0.0 in a model pod.
     host, port = settings.triton_url.rsplit(":", 1)

@@ -32,6 +32,9 @@ class EngineCollector:
                 ("decode_rows", "Sum of batch sizes over decode steps.", stats.decode_rows),
                 ("prefill_seconds", "Engine time spent prefilling.", stats.prefill_seconds),
                 ("decode_seconds", "Engine time spent in decode steps.", stats.decode_seconds),
+                ("long_requests", "Requests over the long-prompt bound (their own lane).",
+                 stats.long_requests),
+                ("long_seconds", "Engine time spent in the long lane.", stats.long_seconds),
             ):
                 yield CounterMetricFamily(f"worldserve_engine_{name}", doc, value=value)
         if prefix is not None:

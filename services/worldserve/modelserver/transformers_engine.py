@@ -11,6 +11,7 @@ finishes, its KV (prompt + generated tokens) is stored for the session's next tu
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import secrets
@@ -94,6 +95,77 @@ class _Row:
 
 
 @dataclass
+class _Batch:
+    """Rows decoding together: one left-padded KV cache, its mask and the next-token logits."""
+
+    rows: list[_Row] = field(default_factory=list)
+    cache: Any = None  # DynamicCache of GrowingLayers
+    mask: Any = None  # [batch, width] attention mask
+    logits: Any = None  # [batch, vocab] next-token logits
+
+    def join(self, row: _Row, layers: KV, mask: Any, logits: Any) -> None:
+        if not self.rows:
+            self.rows = [row]
+            self.cache = DynamicCache()
+            self.cache.layers = [_growing_layer(k, v) for k, v in layers]
+            self.mask, self.logits = mask, logits
+            return
+        width, length = self.mask.shape[1], mask.shape[1]
+        grow, pad = max(0, length - width), max(0, width - length)
+        for layer, (k, v) in zip(self.cache.layers, layers, strict=True):
+            layer.assign(torch.cat([_left_pad(layer.keys, grow), _left_pad(k, pad)], dim=0),
+                         torch.cat([_left_pad(layer.values, grow), _left_pad(v, pad)], dim=0))
+        self.mask = torch.cat([_left_pad(self.mask, grow), _left_pad(mask, pad)], dim=0)
+        self.logits = torch.cat([self.logits, logits], dim=0)
+        self.rows.append(row)
+
+    def select(self, keep: list[int]) -> None:
+        """Drop finished rows and the padding columns nobody needs any more."""
+        self.rows = [self.rows[i] for i in keep]
+        if not keep:
+            self.cache, self.mask, self.logits = None, None, None
+            return
+        index = torch.tensor(keep, device=self.mask.device)
+        mask = self.mask.index_select(0, index)
+        start = int((mask.sum(0) > 0).nonzero()[0])  # leading columns that are padding for all
+        for layer in self.cache.layers:
+            layer.assign(layer.keys.index_select(0, index)[:, :, start:],
+                         layer.values.index_select(0, index)[:, :, start:])
+        self.mask = mask[:, start:]
+        self.logits = self.logits.index_select(0, index)
+
+    def clear(self) -> None:
+        self.rows, self.cache, self.mask, self.logits = [], None, None, None
+
+
+@dataclass
+class _Prefill:
+    """A long prompt computed a chunk at a time between the other rows' decode steps."""
+
+    row: _Row
+    cache: Any
+    reused: int  # prompt positions that came from the prefix cache
+    done: int  # prompt positions whose KV is computed
+
+
+@dataclass(frozen=True)
+class LanePolicy:
+    """How a long prompt shares the engine (issue 16, docs/ARCHITECTURE.md "model server").
+
+    A prompt over ``long_prompt_tokens`` (0 = half the model's context) decodes in a batch of
+    its own, so it never widens the other rows' cache to its length, and is prefilled
+    ``prefill_chunk`` tokens at a time. While other rows are decoding, the long lane gets at most
+    ``long_share`` of the engine's time (measured, decaying); alone, it gets all of it."""
+
+    long_prompt_tokens: int = 0
+    long_share: float = 0.12
+    prefill_chunk: int = 64
+
+
+LANE_DECAY = 0.98  # per loop turn: the share is measured over roughly the last 50 turns
+
+
+@dataclass
 class EngineStats:
     requests: int = 0
     prompt_tokens: int = 0
@@ -103,6 +175,8 @@ class EngineStats:
     decode_rows: int = 0  # sum of batch sizes over decode steps
     prefill_seconds: float = 0.0  # engine-thread time in prefills (admissions)
     decode_seconds: float = 0.0  # engine-thread time in decode steps
+    long_requests: int = 0  # requests that went to the long lane
+    long_seconds: float = 0.0  # engine-thread time in the long lane (prefill chunks, decoding)
 
 
 class TransformersEngine:
@@ -110,8 +184,8 @@ class TransformersEngine:
 
     def __init__(self, model_dir: Path, device: str = "auto", max_batch_size: int = 8,
                  batch_wait_ms: float = 5.0, torch_threads: int = 0,
-                 prefix_cache_bytes: int = 256 * 2**20, stream_interval_ms: float = 50.0
-                 ) -> None:
+                 prefix_cache_bytes: int = 256 * 2**20, stream_interval_ms: float = 50.0,
+                 lanes: LanePolicy | None = None) -> None:
         from transformers import AutoTokenizer
 
         self.device = pick_device(device)
@@ -128,10 +202,12 @@ class TransformersEngine:
         self.batch_wait_s = batch_wait_ms / 1000
         self.prefix = PrefixCache(prefix_cache_bytes)
         self.stats = EngineStats()
-        self._rows: list[_Row] = []
-        self._cache: Any = None  # DynamicCache of the running batch
-        self._mask: Any = None  # [batch, width] attention mask
-        self._logits: Any = None  # [batch, vocab] next-token logits
+        self.lanes = lanes or LanePolicy()
+        self._short = _Batch()  # every row whose prompt is not long
+        self._long = _Batch()
+        self._prefills: collections.deque[_Prefill] = collections.deque()
+        self._lane_s = {"short": 0.0, "long": 0.0}  # decaying engine time per lane
+        self._long_turn = False  # the long lane alternates a prefill chunk and a decode step
         self._pending: queue.Queue[_Row | None] = queue.Queue()
         self._closed = False
         # Every torch call happens on the engine thread, the model load included: on CPU, a
@@ -161,6 +237,7 @@ class TransformersEngine:
         self.eos_ids = {i for i in eos_ids if i is not None}
         config = self.model.config.get_text_config(decoder=True)
         self.context_tokens = int(getattr(config, "max_position_embeddings", 0) or 2**31 - 1)
+        self.long_prompt_tokens = self.lanes.long_prompt_tokens or max(1, self.context_tokens // 2)
         full_attention = not getattr(config, "sliding_window", None) or not getattr(
             config, "use_sliding_window", True)
         if self.prefix.max_bytes and not full_attention:
@@ -197,7 +274,7 @@ class TransformersEngine:
 
     def _loop(self) -> None:
         closing = False
-        while not (closing and not self._rows):
+        while not (closing and self._idle()):
             new, closing = self._take(closing)
             started = time.perf_counter()
             for row in new:
@@ -206,28 +283,69 @@ class TransformersEngine:
                 except Exception as exc:  # one bad request must not stop the others
                     log.exception("prefill failed")
                     row.sink(Delta("", len(row.input_ids), 0, "error", str(exc)))
-            decoding = time.perf_counter()
-            self.stats.prefill_seconds += decoding - started
-            if not self._rows:
-                continue
+            took = time.perf_counter() - started
+            self.stats.prefill_seconds += took
+            self._lane_s["short"] += took
+            if self._short.rows:
+                self._timed(self._short, "short")
+            if self._long_due():
+                if self._prefills and not (self._long.rows and self._long_turn):
+                    self._timed(None, "long")
+                else:
+                    self._timed(self._long, "long")
+                self._long_turn = not self._long_turn
+            for lane in self._lane_s:
+                self._lane_s[lane] *= LANE_DECAY
+
+    def _idle(self) -> bool:
+        return not (self._short.rows or self._long.rows or self._prefills)
+
+    def _long_due(self) -> bool:
+        """Long work waits while others decode and the long lane has had its share."""
+        if not (self._prefills or self._long.rows):
+            return False
+        if not self._short.rows:
+            return True
+        spent = self._lane_s["long"]
+        return spent <= self.lanes.long_share * (spent + self._lane_s["short"])
+
+    def _timed(self, batch: _Batch | None, lane: str) -> None:
+        """One decode step of ``batch`` (None: one chunk of the first long prefill), timed."""
+        started = time.perf_counter()
+        if batch is None:
+            head = self._prefills[0]
             try:
-                self._decode_step()
-                self.stats.decode_seconds += time.perf_counter() - decoding
+                self._prefill_chunk(head)
+            except Exception as exc:  # one bad request must not stop the others
+                log.exception("prefill failed")
+                self._prefills.popleft()
+                head.row.sink(Delta("", len(head.row.input_ids), 0, "error", str(exc)))
+            took = time.perf_counter() - started
+            self.stats.prefill_seconds += took
+        else:
+            try:
+                self._decode_step(batch)
             except Exception as exc:  # a failed step must not kill the server
                 log.exception("decode step failed")
-                for row in self._rows:
+                for row in batch.rows:
                     if not row.finished:
                         row.sink(Delta("", len(row.input_ids), 0, "error", str(exc)))
-                self._rows, self._cache, self._mask, self._logits = [], None, None, None
+                batch.clear()
+            took = time.perf_counter() - started
+            self.stats.decode_seconds += took
+        self._lane_s[lane] += took
+        if lane == "long":
+            self.stats.long_seconds += took
 
     def _take(self, closing: bool) -> tuple[list[_Row], bool]:
         """New requests for the free slots: wait for one (and a little for company) when idle;
         never wait while a batch is decoding."""
-        free = self.max_batch_size - len(self._rows)
+        free = (self.max_batch_size - len(self._short.rows) - len(self._long.rows)
+                - len(self._prefills))
         taken: list[_Row] = []
         if closing or free <= 0:
             return taken, closing
-        idle = not self._rows
+        idle = self._idle()
         deadline = 0.0
         while len(taken) < free:
             try:
@@ -247,64 +365,85 @@ class TransformersEngine:
         return taken, closing
 
     def _admit(self, row: _Row) -> None:
-        """Prefill one request from its longest cached prefix and add it to the batch."""
+        """Prefill one request from its longest cached prefix and add it to its lane's batch;
+        a long prompt with much left to compute is queued for chunked prefill instead."""
         if row.cancelled.is_set():
             return
         tokens = row.input_ids
         if not tokens:
             raise ValueError("the prompt is empty")
         n = len(tokens)
-        mask = torch.ones((1, n), dtype=torch.long, device=self.device)
+        long = n > self.long_prompt_tokens
+        if long:
+            self.stats.long_requests += 1
+        batch = self._long if long else self._short
         exact = self.prefix.marked(tokens) if self.prefix.max_bytes else None
         if exact is not None:  # seen before, logits and all: nothing to compute
             kv, logits = exact
-            layers = [(k[:, :, :n], v[:, :, :n]) for k, v in kv]
-            reused = n
+            self._ready(batch, row, [(k[:, :, :n], v[:, :, :n]) for k, v in kv], logits, n)
+            return
+        reused, kv = self.prefix.match(tokens, limit=n - 1) if self.prefix.max_bytes \
+            else (0, None)
+        if reused:
+            cache = DynamicCache(ddp_cache_data=[(k[:, :, :reused], v[:, :, :reused])
+                                                 for k, v in (kv or [])])
         else:
-            reused, kv = self.prefix.match(tokens, limit=n - 1) if self.prefix.max_bytes \
-                else (0, None)
-            if reused:
-                cache = DynamicCache(ddp_cache_data=[(k[:, :, :reused], v[:, :, :reused])
-                                                     for k, v in (kv or [])])
-            else:
-                cache = DynamicCache(config=self.model.config)
-            ids = torch.tensor([tokens[reused:]], device=self.device)
-            positions = torch.arange(reused, n, device=self.device).unsqueeze(0)
-            with torch.inference_mode():
-                # logits_to_keep=1: the LM head for the last position only (the stored mark must
-                # not hold a [positions, vocab] tensor alive either)
-                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                    cache=cache, use_cache=True,
-                                    logits_to_keep=1).logits[:, -1, :]
-            layers = [(layer.keys, layer.values)  # type: ignore[union-attr]
-                      for layer in cache.layers]
-            self._remember(tokens, layers, logits)
+            cache = DynamicCache(config=self.model.config)
+        pending = _Prefill(row, cache, reused, reused)
+        if long and n - reused > self.lanes.prefill_chunk:
+            self._prefills.append(pending)
+            return
+        while pending.done < n:
+            logits = self._forward_prompt(pending, n)
+        self._prefilled(pending, logits)
+
+    def _prefill_chunk(self, pending: _Prefill) -> None:
+        """The next chunk of the first queued long prompt; at its end the row starts decoding."""
+        row = pending.row
+        if row.cancelled.is_set():
+            self._prefills.popleft()
+            return
+        logits = self._forward_prompt(pending, pending.done + self.lanes.prefill_chunk)
+        if pending.done == len(row.input_ids):
+            self._prefills.popleft()
+            self._prefilled(pending, logits)
+
+    def _forward_prompt(self, pending: _Prefill, until: int) -> Any:
+        """Compute the prompt's KV from ``pending.done`` up to ``until``; the last logits."""
+        tokens = pending.row.input_ids
+        end = min(len(tokens), until)
+        ids = torch.tensor([tokens[pending.done:end]], device=self.device)
+        positions = torch.arange(pending.done, end, device=self.device).unsqueeze(0)
+        mask = torch.ones((1, end), dtype=torch.long, device=self.device)
+        with torch.inference_mode():
+            # logits_to_keep=1: the LM head for the last position only (the stored mark must
+            # not hold a [positions, vocab] tensor alive either)
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                cache=pending.cache, use_cache=True,
+                                logits_to_keep=1).logits[:, -1, :]
+        pending.done = end
+        return logits
+
+    def _prefilled(self, pending: _Prefill, logits: Any) -> None:
+        row, n = pending.row, len(pending.row.input_ids)
+        layers = [(layer.keys, layer.values)  # type: ignore[union-attr]
+                  for layer in pending.cache.layers]
+        self._remember(row.input_ids, layers, logits)
+        self.stats.prefilled_tokens += n - pending.reused
+        batch = self._long if n > self.long_prompt_tokens else self._short
+        self._ready(batch, row, layers, logits, n)
+
+    def _ready(self, batch: _Batch, row: _Row, layers: KV, logits: Any, n: int) -> None:
+        """The row's prompt is in ``layers``: it starts decoding in ``batch``."""
         self.stats.requests += 1
         self.stats.prompt_tokens += n
-        self.stats.prefilled_tokens += n - reused
-        row.kv_tokens = list(tokens)
+        row.kv_tokens = list(row.input_ids)
         row.generator = self._generator(row.request.seed)
-        self._join(row, layers, mask, logits)
+        batch.join(row, layers, torch.ones((1, n), dtype=torch.long, device=self.device), logits)
 
-    def _join(self, row: _Row, layers: KV, mask: Any, logits: Any) -> None:
-        if not self._rows:
-            self._rows = [row]
-            self._cache = DynamicCache()
-            self._cache.layers = [_growing_layer(k, v) for k, v in layers]
-            self._mask, self._logits = mask, logits
-            return
-        width, length = self._mask.shape[1], mask.shape[1]
-        grow, pad = max(0, length - width), max(0, width - length)
-        for layer, (k, v) in zip(self._cache.layers, layers, strict=True):
-            layer.assign(torch.cat([_left_pad(layer.keys, grow), _left_pad(k, pad)], dim=0),
-                         torch.cat([_left_pad(layer.values, grow), _left_pad(v, pad)], dim=0))
-        self._mask = torch.cat([_left_pad(self._mask, grow), _left_pad(mask, pad)], dim=0)
-        self._logits = torch.cat([self._logits, logits], dim=0)
-        self._rows.append(row)
-
-    def _decode_step(self) -> None:
-        rows = self._rows
-        next_ids = self._sample(rows, self._logits)
+    def _decode_step(self, batch: _Batch) -> None:
+        rows = batch.rows
+        next_ids = self._sample(rows, batch.logits)
         for row, token in zip(rows, next_ids, strict=True):
             self._advance(row, token)
         self.stats.decode_steps += 1
@@ -312,44 +451,30 @@ class TransformersEngine:
         keep = [i for i, r in enumerate(rows) if not r.finished]
         for i, row in enumerate(rows):
             if row.finished:
-                self._release(i, row)
+                self._release(batch, i, row)
         if len(keep) < len(rows):
-            self._select(keep)
-        if not self._rows:
+            batch.select(keep)
+        if not batch.rows:
             return
         step = torch.tensor([[next_ids[i]] for i in keep], device=self.device)
-        positions = torch.tensor([[len(r.kv_tokens)] for r in self._rows], device=self.device)
-        self._mask = torch.cat([self._mask, torch.ones_like(step)], dim=-1)
+        positions = torch.tensor([[len(r.kv_tokens)] for r in batch.rows], device=self.device)
+        batch.mask = torch.cat([batch.mask, torch.ones_like(step)], dim=-1)
         with torch.inference_mode():
-            self._logits = self.model(input_ids=step, attention_mask=self._mask,
-                                      position_ids=positions, cache=self._cache,
+            batch.logits = self.model(input_ids=step, attention_mask=batch.mask,
+                                      position_ids=positions, cache=batch.cache,
                                       use_cache=True).logits[:, -1, :]
-        for row, i in zip(self._rows, keep, strict=True):
+        for row, i in zip(batch.rows, keep, strict=True):
             row.kv_tokens.append(next_ids[i])
 
-    def _release(self, index: int, row: _Row) -> None:
+    def _release(self, batch: _Batch, index: int, row: _Row) -> None:
         """Keep a finished row's KV (prompt + generated) for the session's next turn."""
         if row.cancelled.is_set() or not self.prefix.max_bytes:
             return
         n = len(row.kv_tokens)
         layers = [(layer.keys[index:index + 1, :, -n:].clone(),
-                   layer.values[index:index + 1, :, -n:].clone()) for layer in self._cache.layers]
+                   layer.values[index:index + 1, :, -n:].clone())
+                  for layer in batch.cache.layers]
         self._remember(row.kv_tokens, layers)
-
-    def _select(self, keep: list[int]) -> None:
-        """Drop finished rows from the batch and the padding columns nobody needs any more."""
-        self._rows = [self._rows[i] for i in keep]
-        if not keep:
-            self._cache, self._mask, self._logits = None, None, None
-            return
-        index = torch.tensor(keep, device=self.device)
-        mask = self._mask.index_select(0, index)
-        start = int((mask.sum(0) > 0).nonzero()[0])  # leading columns that are padding for all
-        for layer in self._cache.layers:
-            layer.assign(layer.keys.index_select(0, index)[:, :, start:],
-                         layer.values.index_select(0, index)[:, :, start:])
-        self._mask = mask[:, start:]
-        self._logits = self._logits.index_select(0, index)
 
     def _remember(self, tokens: list[int], layers: KV, logits: Any = None) -> None:
         """Keep ``tokens``' KV; with ``logits`` (those after the last token) as a mark."""
