@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +32,16 @@ class UsageEvent:
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+    def to_json(self) -> str:  # not asdict(): it deep-copies every value (issue 15)
+        return json.dumps({name: getattr(self, name) for name in _EVENT_FIELDS},
+                          separators=(",", ":"))
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> UsageEvent:
         return cls(**json.loads(raw))
+
+
+_EVENT_FIELDS = tuple(f.name for f in fields(UsageEvent))
 
 
 def from_stream_fields(fields: dict[bytes, bytes]) -> UsageEvent:

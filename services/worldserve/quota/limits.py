@@ -7,6 +7,7 @@ A tenant's limits come from PostgreSQL (``quotas`` table) merged over the deploy
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 from dataclasses import dataclass
 
@@ -50,7 +51,12 @@ def reservation_tokens(prompt_bytes: int, max_tokens: int, bytes_per_token: floa
 
 def month_of(ts: float) -> str:
     """Budget period of an epoch time: ``YYYYMM`` in UTC."""
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y%m")
+    return _month_of_hour(int(ts // 3600))
+
+
+@functools.lru_cache(maxsize=8)
+def _month_of_hour(hour: int) -> str:  # months begin on whole UTC hours; a step asks 3 times
+    return dt.datetime.fromtimestamp(hour * 3600, dt.UTC).strftime("%Y%m")
 
 
 def month_bounds(month: str) -> tuple[dt.datetime, dt.datetime]:
