@@ -17,10 +17,14 @@ class CountingTokenizer:
         return len(text.split())
 
 
-def test_a_prompt_small_in_bytes_passes_without_tokenizing() -> None:
+def test_a_prompt_up_to_twice_the_room_in_bytes_passes_without_tokenizing() -> None:
+    """A normal step costs the gateway nothing; the model server counts such prompts exactly."""
     tok = CountingTokenizer()
     assert PromptLimit(4096, tok).refusal("ls " * 1000, 200) is None
+    assert PromptLimit(4096, tok).refusal("x " * 3896, 200) is None  # 3,896 tokens: over by 0
     assert tok.chars == 0
+    assert PromptLimit(4096, tok).refusal("x " * 3950, 200) is not None  # counted: over by 54
+    assert tok.chars > 0
 
 
 def test_an_oversized_prompt_is_refused_after_counting_about_the_budget() -> None:
@@ -35,7 +39,7 @@ def test_an_oversized_prompt_is_refused_after_counting_about_the_budget() -> Non
 
 def test_a_long_prompt_that_fits_is_let_through() -> None:
     tok = CountingTokenizer()
-    prompt = "abcdefghij " * 3000  # 33 kB in bytes, 3,000 tokens
+    prompt = "abcdefghij " * 3000  # 33 kB in bytes, 3,000 tokens: counted, and it fits
     assert PromptLimit(4096, tok).refusal(prompt, 200) is None
     assert tok.chars == len(prompt)
 

@@ -2,12 +2,14 @@
 
 The model server's check is exact (it tokenizes the whole prompt); this one runs in the gateway,
 so an oversized request never travels, never queues and never takes the model server's CPU. It
-counts at most about the budget's worth of tokens, however long the prompt is: a byte-sized
-prompt that fits is passed without tokenizing (a token is at least one byte), a longer one is
-tokenized in chunks (cut at whitespace where there is some) until it is certainly over. A cut
-can only disturb the token that spans it, so chunked counts overcount by about a token per cut;
-the bound taken is the sum less two per cut: the gateway does not refuse what the model server
-would accept, and what it lets through the model server still checks.
+costs a normal step nothing: a prompt of up to ``COUNT_ABOVE`` times the room left, in bytes, is
+passed without tokenizing (a token is at least one byte, and tokens average about two bytes, so
+such a prompt fits or is over by little; the model server's exact count decides, in a few
+milliseconds). A larger one is tokenized in chunks (cut at whitespace where there is some) until
+the count is certainly over the room, so a maximum-size request costs a few milliseconds however
+long it is. A cut can only disturb the token that spans it, so chunked counts overcount by about
+a token per cut; the bound taken is the sum less two per cut: the gateway does not refuse what
+the model server would accept.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from worldserve.modelserver.contract import context_exceeded
 
 CHUNK_CHARS = 2048
 CUT_SLACK = 2  # tokens a cut may add to a chunked count
+COUNT_ABOVE = 2  # prompts over this many bytes per token of room are counted here
 
 
 class Tokenizer(Protocol):
@@ -79,7 +82,7 @@ class PromptLimit:
         if not self.context or self.tokenizer is None:
             return None
         budget = self.context - max_tokens
-        if len(prompt.encode()) <= budget:
+        if len(prompt.encode()) <= COUNT_ABOVE * budget:
             return None
         counted = tokens_at_least(self.tokenizer, prompt, budget)
         if counted <= budget:
