@@ -46,7 +46,7 @@ async def victim(client: AsyncClient, stop: float, latencies: list[float]) -> No
 
 
 async def attacker(client: AsyncClient, stop: float, action: str, state: str,
-                   counts: dict[str, int]) -> None:
+                   counts: dict[str, int], reasons: dict[str, int]) -> None:
     """A fresh session per step: in one session the history window would carry the previous
     huge action into the next prompt, which then no longer fits and is refused."""
     while time.monotonic() < stop:
@@ -56,23 +56,26 @@ async def attacker(client: AsyncClient, stop: float, action: str, state: str,
             counts["answered"] += 1
         except InvalidArgument:
             counts["refused"] += 1
-        except WorldserveError:
+        except WorldserveError as exc:
             counts["failed"] += 1
+            why = f"{exc.code_name}: {str(exc)[:60]}"
+            reasons[why] = reasons.get(why, 0) + 1
         finally:
             await client.close_session(session.session_id)
 
 
 async def phase(target: str, sessions: int, seconds: float, attack: tuple[str, str] | None
-                ) -> tuple[list[float], dict[str, int]]:
+                ) -> tuple[list[float], dict[str, int], dict[str, int]]:
     latencies: list[float] = []
     counts = {"answered": 0, "refused": 0, "failed": 0}
+    reasons: dict[str, int] = {}
     async with AsyncClient(target, api_key=KEY) as client:
         stop = time.monotonic() + seconds
         tasks = [victim(client, stop, latencies) for _ in range(sessions)]
         if attack is not None:
-            tasks.append(attacker(client, stop, attack[0], attack[1], counts))
+            tasks.append(attacker(client, stop, attack[0], attack[1], counts, reasons))
         await asyncio.gather(*tasks)
-    return latencies, counts
+    return latencies, counts, reasons
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -86,12 +89,14 @@ async def main_async(args: argparse.Namespace) -> None:
             "largest admitted (~3,800-token prompt)": ("ls " + "z " * 1700, ""),
         }
         rows = []
+        reasons: dict[str, int] = {}
         base_p99 = 0.0
         for name, attack in phases.items():
-            lat, counts = await phase(gw.target, args.sessions, args.seconds, attack)
+            lat, counts, why = await phase(gw.target, args.sessions, args.seconds, attack)
             p50, p99 = pct(lat, 0.5), pct(lat, 0.99)
             base_p99 = base_p99 or p99
             rows.append((name, len(lat), p50, p99, p99 / base_p99, counts))
+            reasons.update({f"{name}: {k}": v for k, v in why.items()})
     print(f"\n{machine()}; {args.sessions} victim sessions, {args.seconds:.0f} s per phase\n")
     print("| phase | victim steps | p50 s | p99 s | p99 / baseline | attacker answered / "
           "refused / failed |")
@@ -99,6 +104,8 @@ async def main_async(args: argparse.Namespace) -> None:
     for name, n, p50, p99, ratio, c in rows:
         print(f"| {name} | {n} | {p50:.2f} | {p99:.2f} | {ratio:.2f} | {c['answered']} / "
               f"{c['refused']} / {c['failed']} |")
+    for reason, n in reasons.items():
+        print(f"\nattacker failures, {reason} × {n}")
 
 
 def main() -> None:
