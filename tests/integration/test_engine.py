@@ -309,3 +309,28 @@ def test_the_long_lane_gets_its_share_while_others_decode_and_all_when_alone() -
     share = seen["long"] / (seen["total"] - base)
     print(f"long-lane share while others decoded: {share:.3f}")
     assert 0 < share < 0.3, share
+
+
+def test_a_long_prompt_failing_as_it_starts_decoding_leaves_the_next_one_queued() -> None:
+    """A failure after a prefill left the queue must not drop the prompt queued behind it."""
+    from worldserve.modelserver.transformers_engine import LanePolicy
+
+    eng = TransformersEngine(DEFAULT_MODEL_DIR, "cpu", prefix_cache_bytes=0,
+                             lanes=LanePolicy(long_prompt_tokens=100))
+    ready = eng._ready
+    failed: list[bool] = []
+
+    def ready_once_failing(*args):  # type: ignore[no-untyped-def]
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("injected")
+        return ready(*args)
+
+    eng._ready = ready_once_failing  # type: ignore[method-assign]
+    try:
+        first, second = run(eng, [GenerationRequest(_long_prompt(), max_tokens=4),
+                                  GenerationRequest(_long_prompt() + " ", max_tokens=4)])
+    finally:
+        eng.close()
+    assert first[-1].finish_reason == "error" and "injected" in (first[-1].error or "")
+    assert second[-1].finish_reason in ("stop", "length")

@@ -150,7 +150,7 @@ class _Prefill:
 
 @dataclass(frozen=True)
 class LanePolicy:
-    """How a long prompt shares the engine (issue 16, docs/ARCHITECTURE.md "model server").
+    """How a long prompt shares the engine (issue 16, docs/ARCHITECTURE.md §5).
 
     A prompt over ``long_prompt_tokens`` (0 = half the model's context) decodes in a batch of
     its own, so it never widens the other rows' cache to its length, and is prefilled
@@ -287,12 +287,12 @@ class TransformersEngine:
             self.stats.prefill_seconds += took
             self._lane_s["short"] += took
             if self._short.rows:
-                self._timed(self._short, "short")
+                self._decode_quantum(self._short, "short")
             if self._long_due():
                 if self._prefills and not (self._long.rows and self._long_turn):
-                    self._timed(None, "long")
+                    self._prefill_quantum()
                 else:
-                    self._timed(self._long, "long")
+                    self._decode_quantum(self._long, "long")
                 self._long_turn = not self._long_turn
             for lane in self._lane_s:
                 self._lane_s[lane] *= LANE_DECAY
@@ -309,33 +309,40 @@ class TransformersEngine:
         spent = self._lane_s["long"]
         return spent <= self.lanes.long_share * (spent + self._lane_s["short"])
 
-    def _timed(self, batch: _Batch | None, lane: str) -> None:
-        """One decode step of ``batch`` (None: one chunk of the first long prefill), timed."""
+    def _prefill_quantum(self) -> None:
+        """One chunk of the first queued long prompt, timed to the long lane."""
         started = time.perf_counter()
-        if batch is None:
-            head = self._prefills[0]
-            try:
-                self._prefill_chunk(head)
-            except Exception as exc:  # one bad request must not stop the others
-                log.exception("prefill failed")
+        head = self._prefills[0]
+        try:
+            self._prefill_chunk(head)
+        except Exception as exc:  # one bad request must not stop the others
+            log.exception("prefill failed")
+            if self._prefills and self._prefills[0] is head:  # it may have left the queue
                 self._prefills.popleft()
-                head.row.sink(Delta("", len(head.row.input_ids), 0, "error", str(exc)))
-            took = time.perf_counter() - started
-            self.stats.prefill_seconds += took
-        else:
-            try:
-                self._decode_step(batch)
-            except Exception as exc:  # a failed step must not kill the server
-                log.exception("decode step failed")
-                for row in batch.rows:
-                    if not row.finished:
-                        row.sink(Delta("", len(row.input_ids), 0, "error", str(exc)))
-                batch.clear()
-            took = time.perf_counter() - started
-            self.stats.decode_seconds += took
-        self._lane_s[lane] += took
+            head.row.sink(Delta("", len(head.row.input_ids), 0, "error", str(exc)))
+        took = time.perf_counter() - started
+        self.stats.prefill_seconds += took
+        self._spent("long", took)
+
+    def _decode_quantum(self, batch: _Batch, lane: str) -> None:
+        """One decode step of ``batch``, timed to ``lane``."""
+        started = time.perf_counter()
+        try:
+            self._decode_step(batch)
+        except Exception as exc:  # a failed step must not kill the server
+            log.exception("decode step failed")
+            for row in batch.rows:
+                if not row.finished:
+                    row.sink(Delta("", len(row.input_ids), 0, "error", str(exc)))
+            batch.clear()
+        took = time.perf_counter() - started
+        self.stats.decode_seconds += took
+        self._spent(lane, took)
+
+    def _spent(self, lane: str, seconds: float) -> None:
+        self._lane_s[lane] += seconds
         if lane == "long":
-            self.stats.long_seconds += took
+            self.stats.long_seconds += seconds
 
     def _take(self, closing: bool) -> tuple[list[_Row], bool]:
         """New requests for the free slots: wait for one (and a little for company) when idle;
@@ -373,10 +380,10 @@ class TransformersEngine:
         if not tokens:
             raise ValueError("the prompt is empty")
         n = len(tokens)
-        long = n > self.long_prompt_tokens
+        batch = self._batch_for(n)
+        long = batch is self._long
         if long:
             self.stats.long_requests += 1
-        batch = self._long if long else self._short
         exact = self.prefix.marked(tokens) if self.prefix.max_bytes else None
         if exact is not None:  # seen before, logits and all: nothing to compute
             kv, logits = exact
@@ -393,9 +400,7 @@ class TransformersEngine:
         if long and n - reused > self.lanes.prefill_chunk:
             self._prefills.append(pending)
             return
-        while pending.done < n:
-            logits = self._forward_prompt(pending, n)
-        self._prefilled(pending, logits)
+        self._prefilled(pending, self._forward_prompt(pending, n))  # reused < n: work to do
 
     def _prefill_chunk(self, pending: _Prefill) -> None:
         """The next chunk of the first queued long prompt; at its end the row starts decoding."""
@@ -430,8 +435,11 @@ class TransformersEngine:
                   for layer in pending.cache.layers]
         self._remember(row.input_ids, layers, logits)
         self.stats.prefilled_tokens += n - pending.reused
-        batch = self._long if n > self.long_prompt_tokens else self._short
-        self._ready(batch, row, layers, logits, n)
+        self._ready(self._batch_for(n), row, layers, logits, n)
+
+    def _batch_for(self, prompt_tokens: int) -> _Batch:
+        """The lane a prompt of this length decodes in."""
+        return self._long if prompt_tokens > self.long_prompt_tokens else self._short
 
     def _ready(self, batch: _Batch, row: _Row, layers: KV, logits: Any, n: int) -> None:
         """The row's prompt is in ``layers``: it starts decoding in ``batch``."""
