@@ -86,7 +86,10 @@ class Sandbox:
     def run(self, command: str, fault: str = "") -> str:
         """Run ``command`` (with ``fault`` provoked for real); what the terminal shows, with
         paths named as ``shown`` names the working directory."""
-        return self._provoke(command, fault).replace(str(self.root), "")
+        return self._as_shown(self._provoke(command, fault))
+
+    def _as_shown(self, output: str) -> str:
+        return output.replace(str(self.root), "")
 
     def _provoke(self, command: str, fault: str) -> str:
         if fault == "permission_denied":
@@ -95,7 +98,7 @@ class Sandbox:
             return self._hung(command)
         if fault == "truncated_output":
             full = self._bash(command)
-            self.last_full = full.replace(str(self.root), "")
+            self.last_full = self._as_shown(full)
             keep = max(1, len(full.encode()) * 11 // 20)
             return self._bash(f"( {command} ) 2>&1 | head -c {keep}")
         if fault in ("", "network_unreachable"):
