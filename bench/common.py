@@ -22,7 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from worldserve.dev.launcher import Child, settings_env, spawn, triton_model_ready, wait_for
-from worldserve.dev.services import free_port, port_open, resolve_redis_url
+from worldserve.dev.services import (
+    free_port,
+    port_open,
+    resolve_database_url,
+    resolve_redis_url,
+)
 from worldserve.errors import Unavailable
 from worldserve.sdk import AsyncClient, StepResult
 from worldserve.settings import Settings
@@ -128,6 +133,28 @@ def gateway(logs: Path, redis: str, name: str = "gateway", **overrides: object
     finally:
         child.stop(5)
         _drop_keys(redis, settings.key_prefix)
+
+
+@contextlib.contextmanager
+def scratch_database() -> Iterator[str]:
+    """A new, migrated database on the PostgreSQL the stack would use; dropped afterwards."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    from worldserve.db import migrate
+    from worldserve.db.urls import libpq_url
+
+    server_url = resolve_database_url(Settings())
+    name = f"wsbench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+        migrate.upgrade(url)
+        yield url
+    finally:
+        with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def _drop_keys(redis: str, prefix: str) -> None:

@@ -28,12 +28,11 @@ import uuid
 
 import psycopg
 import redis
-from sqlalchemy.engine import make_url
+from common import scratch_database
 
 from worldserve.accounting.synthetic import make_event, write_events
-from worldserve.db import migrate
 from worldserve.db.urls import libpq_url
-from worldserve.dev.services import resolve_database_url, resolve_redis_url
+from worldserve.dev.services import resolve_redis_url
 from worldserve.settings import Settings
 
 
@@ -120,27 +119,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args()
 
-    settings = Settings()
-    redis_url, server_url = resolve_redis_url(settings), resolve_database_url(settings)
-    name = f"wsbench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    redis_url = resolve_redis_url(Settings())
     prefix = f"wsbench-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(redis_url)
-    env = dict(os.environ, WORLDSERVE_REDIS_URL=redis_url, WORLDSERVE_DATABASE_URL=url,
-               WORLDSERVE_KEY_PREFIX=prefix)
     try:
-        migrate.upgrade(url)
-        batched = drain_rate(client, env, url, prefix, args.events, 2000)
-        single = drain_rate(client, env, url, prefix, args.baseline_events, 1)
-        lags = lag_run(client, env, url, prefix, args.rate, args.seconds)
+        with scratch_database() as url:
+            env = dict(os.environ, WORLDSERVE_REDIS_URL=redis_url, WORLDSERVE_DATABASE_URL=url,
+                       WORLDSERVE_KEY_PREFIX=prefix)
+            batched = drain_rate(client, env, url, prefix, args.events, 2000)
+            single = drain_rate(client, env, url, prefix, args.baseline_events, 1)
+            lags = lag_run(client, env, url, prefix, args.rate, args.seconds)
     finally:
         for key in client.scan_iter(f"{prefix}:*"):
             client.delete(key)
         client.close()
-        with psycopg.connect(libpq_url(server_url), autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
     print(f"| measurement | result |\n|---|---|\n"
           f"| ingest, one worker, batch 2000 ({args.events:,} events) | {batched:,.0f} events/s |\n"

@@ -18,7 +18,8 @@ DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "worldserve-tiny-moe"
 class Settings(BaseSettings):
     """Every knob, with its unit in the name or the description."""
 
-    model_config = SettingsConfigDict(env_prefix="WORLDSERVE_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="WORLDSERVE_", extra="ignore",
+                                      env_parse_none_str="none")  # "none" = no limit
 
     # --- gateway ---
     gateway_host: str = Field("127.0.0.1", description="Address the gateway binds to.")
@@ -79,6 +80,14 @@ class Settings(BaseSettings):
     )
     monthly_token_budget_per_tenant: int | None = Field(
         None, description="Default monthly token budget; None = no limit."
+    )
+    requests_per_second_per_key: float | None = Field(
+        100.0, gt=0, description="Requests per second one API key may send to one gateway "
+        "replica (Admin RPCs apart); more get RESOURCE_EXHAUSTED with the wait in RetryInfo. "
+        "None = no limit."
+    )
+    request_burst_per_key: int = Field(
+        200, ge=1, description="Requests a key may send at once before the per-second rate applies."
     )
     reserve_bytes_per_token: float = Field(
         1.0, description="Prompt bytes counted as one token when reserving budget before a step "

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 from tests.integration.backends import EchoBackend
 from tests.integration.helpers import auth, db_gateway, make_admin_key, unique
+from worldserve.errors import ResourceExhausted
+from worldserve.sdk._convert import translate
 from worldserve.sessions.limits import MAX_LABEL_VALUE_BYTES, MAX_LABELS
 from worldserve.settings import Settings
 from worldserve.v1 import admin_pb2 as apb
@@ -228,6 +230,38 @@ async def test_create_tenant_with_a_bad_quota_creates_nothing(stack: Stack) -> N
     made = await stack.admin.CreateTenant(apb.CreateTenantRequest(
         tenant_id=tenant, quota=apb.Quota(max_sessions=3)), metadata=stack.admin_md)
     assert made.quota.max_sessions == 3
+
+
+async def test_a_key_over_its_request_rate_is_told_when_to_come_back(
+        key_prefix: str, redis_url: str, database_url: str) -> None:
+    """A client looping on cheap answers cannot take the gateway's event loop from the others:
+    past its burst, a key is refused RESOURCE_EXHAUSTED naming the key and the wait; another key
+    of the same tenant and the Admin API are not held back; after the wait it is served again."""
+    settings = Settings(gateway_port=0, key_prefix=key_prefix, dev_api_key=None,
+                        requests_per_second_per_key=4, request_burst_per_key=3)
+    admin_md = auth(await make_admin_key(database_url))
+    async with db_gateway(settings, redis_url, database_url, EchoBackend()) as gw, \
+            grpc.aio.insecure_channel(f"127.0.0.1:{gw.port}") as channel:
+        admin, sim = apb_grpc.AdminStub(channel), pb_grpc.SimulatorStub(channel)
+        tenant = unique("r")
+        await admin.CreateTenant(apb.CreateTenantRequest(tenant_id=tenant), metadata=admin_md)
+        keys = [await admin.CreateApiKey(apb.CreateApiKeyRequest(tenant_id=tenant),
+                                         metadata=admin_md) for _ in range(2)]
+        noisy, quiet = auth(keys[0].secret), auth(keys[1].secret)
+        listing = pb.ListSessionsRequest()
+        for _ in range(3):
+            await sim.ListSessions(listing, metadata=noisy)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await sim.ListSessions(listing, metadata=noisy)
+        err = translate(refused.value)
+        assert isinstance(err, ResourceExhausted)
+        assert err.subject == f"key:{keys[0].key.key_id}:requests_per_second"
+        assert 0 < err.retry_after_s <= 0.25 and "4 requests per second" in str(err)
+        await sim.ListSessions(listing, metadata=quiet)
+        for _ in range(5):
+            await admin.ListTenants(apb.ListTenantsRequest(), metadata=admin_md)
+        await asyncio.sleep(err.retry_after_s)
+        await sim.ListSessions(listing, metadata=noisy)
 
 
 texts = st.one_of(st.text(max_size=70), st.sampled_from(["", "ops", "\x00", "a\x00b", "é" * 65]),

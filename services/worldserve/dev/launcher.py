@@ -27,12 +27,15 @@ class StackError(RuntimeError):
 
 
 def settings_env(settings: Settings, **overrides: str) -> dict[str, str]:
-    """The environment for a child process: ours, plus every setting as WORLDSERVE_*."""
+    """The environment for a child process: ours, plus every setting as WORLDSERVE_* (None as
+    "none", so that a limit switched off stays off where its default is on)."""
     env = dict(os.environ)
     for name, value in settings.model_dump().items():
-        if value is not None:
+        if value is None:
+            text = "none"
+        else:
             text = json.dumps(value) if isinstance(value, list | dict) else str(value)
-            env[f"WORLDSERVE_{name.upper()}"] = text
+        env[f"WORLDSERVE_{name.upper()}"] = text
     env.update(overrides)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env

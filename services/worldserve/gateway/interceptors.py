@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ from worldserve import errors
 from worldserve.db.directory import Directory
 from worldserve.observability import metrics
 from worldserve.observability.tracing import tracer
+from worldserve.quota.rate import RequestRate
 from worldserve.tenancy.keys import Principal
 
 log = logging.getLogger(__name__)
@@ -48,8 +50,9 @@ def rich_status(exc: errors.WorldserveError) -> status_pb2.Status:
                                                      description=message)])
         status.details.add().Pack(failure)
         if exc.retry_after_s:
-            retry = error_details_pb2.RetryInfo(
-                retry_delay=duration_pb2.Duration(seconds=int(exc.retry_after_s)))
+            delay = duration_pb2.Duration()
+            delay.FromNanoseconds(round(exc.retry_after_s * 1e9))  # sub-second waits too
+            retry = error_details_pb2.RetryInfo(retry_delay=delay)
             status.details.add().Pack(retry)
     return status
 
@@ -171,15 +174,24 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     error interceptor like any other error.
     """
 
-    def __init__(self, directory: Directory) -> None:
+    def __init__(self, directory: Directory, rate: RequestRate | None = None) -> None:
         self._directory = directory
+        self._rate = rate
 
     async def _principal(self, key: str | None, method: str) -> Principal:
         principal = await self._directory.authenticate(key) if key else None
         if principal is None:
             raise errors.Unauthenticated("missing or invalid API key")
-        if method.startswith(ADMIN_PREFIX) and not principal.is_admin:
-            raise errors.PermissionDenied("the Admin API needs an admin-role key")
+        if method.startswith(ADMIN_PREFIX):
+            if not principal.is_admin:
+                raise errors.PermissionDenied("the Admin API needs an admin-role key")
+        elif self._rate is not None:
+            wait = self._rate.admit(principal.key_id, time.monotonic())
+            if wait:
+                raise errors.ResourceExhausted(
+                    f"API key {principal.key_id} is over its {self._rate.rate:g} requests per "
+                    f"second", subject=f"key:{principal.key_id}:requests_per_second",
+                    retry_after_s=wait)
         current_tenant.set(principal.tenant)
         current_principal.set(principal)
         trace.get_current_span().set_attribute("worldserve.tenant", principal.tenant)
