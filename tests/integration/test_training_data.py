@@ -125,6 +125,26 @@ def test_episodes_carry_state_and_end_in_real_faults(tmp_path: Path) -> None:
         assert system.endswith(control_instruction(last.fault))
 
 
+def test_a_focused_stage_draws_its_categories_more_often(tmp_path: Path) -> None:
+    weights = terminal.kind_weights({"reading": 3.0, "writing": 0.5})
+    assert weights["cat"] == 3 * terminal.kind_weights()["cat"]
+    assert weights["touch"] == 0.5 * terminal.kind_weights()["touch"]
+    assert weights["ls"] == terminal.kind_weights()["ls"]
+    with pytest.raises(ValueError, match="no command category"):
+        collect.collect(tmp_path / "bad.jsonl", 3, seed=1, workers=1, progress=False,
+                        focus=(("readin", 2.0),))
+
+    def share(eps: list[Episode], category: str) -> float:
+        kinds = [t.kind for e in eps if e.domain == "TERMINAL" for t in e.turns if not t.fault]
+        return sum(terminal.KIND_CATEGORY.get(k) == category for k in kinds) / len(kinds)
+
+    plain = collect.collect(tmp_path / "plain.jsonl", 30, seed=7, workers=1, progress=False)
+    focused = collect.collect(tmp_path / "focus.jsonl", 30, seed=7, workers=1, progress=False,
+                              focus=(("reading", 4.0), ("writing", 0.25)))
+    assert share(focused, "reading") > 1.5 * share(plain, "reading")
+    assert share(focused, "writing") < 0.6 * share(plain, "writing")
+
+
 def test_one_sequence_teaches_every_turn_of_an_episode(tmp_path: Path) -> None:
     ep = collect.collect(tmp_path / "eps.jsonl", 3, seed=1, workers=1, progress=False)[0]
     parts = segments(ep, CHAT_TEMPLATE, 0.1)

@@ -31,6 +31,7 @@ from worldserve.training.words import Vocab
 SANDBOX_ROOT = Path("/tmp/worldserve-sandbox")
 MAX_TURNS = 8  # with the gateway's window 4 / stride 4, turns 1–8 are all shown verbatim
 FAULT_RATE = 0.25
+Focus = tuple[tuple[str, float], ...]  # (command category, draw factor); () draws as usual
 TERMINAL_TASKS = [
     "Inspect the files in the working directory and summarise them.",
     "Tidy the directory and count the lines in every file.",
@@ -83,8 +84,9 @@ def terminal_sandbox(worker: int, rng: random.Random, vocab: Vocab) -> Sandbox:
 
 
 def terminal_episode(index: int, rng: random.Random, vocab: Vocab, worker: int, turns: int,
-                     fault_rate: float = FAULT_RATE) -> Episode:
-    env = terminal.TerminalEpisode(rng, vocab, terminal_sandbox(worker, rng, vocab))
+                     fault_rate: float = FAULT_RATE, focus: Focus = ()) -> Episode:
+    env = terminal.TerminalEpisode(rng, vocab, terminal_sandbox(worker, rng, vocab),
+                                   terminal.kind_weights(dict(focus)))
     ep = Episode(Domain.TERMINAL.value, vocab.split, index, rng.choice(TERMINAL_TASKS),
                  env.setup())
     fault = ""
@@ -115,7 +117,7 @@ def mcp_episode(index: int, rng: random.Random, vocab: Vocab, server: ToolServer
 
 
 def _episodes(worker: int, workers: int, count: int, seed: int, split: str,
-              first: int, fault_rate: float = FAULT_RATE) -> Iterator[Episode]:
+              first: int, fault_rate: float = FAULT_RATE, focus: Focus = ()) -> Iterator[Episode]:
     server = ToolServer()
     try:
         for index in range(first, count, workers):
@@ -125,16 +127,16 @@ def _episodes(worker: int, workers: int, count: int, seed: int, split: str,
             if index % 3 == 2:
                 yield mcp_episode(index, rng, vocab, server, turns, fault_rate)
             else:
-                yield terminal_episode(index, rng, vocab, worker, turns, fault_rate)
+                yield terminal_episode(index, rng, vocab, worker, turns, fault_rate, focus)
     finally:
         server.close()
 
 
-def _work(args: tuple[int, int, int, int, str, int, str, float]) -> int:
-    worker, workers, count, seed, split, first, path, fault_rate = args
+def _work(args: tuple[int, int, int, int, str, int, str, float, Focus]) -> int:
+    worker, workers, count, seed, split, first, path, fault_rate, focus = args
     n = 0
     with open(f"{path}.part{worker}", "a") as fh:
-        for ep in _episodes(worker, workers, count, seed, split, first, fault_rate):
+        for ep in _episodes(worker, workers, count, seed, split, first, fault_rate, focus):
             fh.write(json.dumps(asdict(ep)) + "\n")
             fh.flush()
             n += 1
@@ -143,10 +145,12 @@ def _work(args: tuple[int, int, int, int, str, int, str, float]) -> int:
 
 def collect(path: Path, count: int, seed: int, split: str = "train",
             workers: int = 2, progress: bool = True,
-            fault_rate: float = FAULT_RATE) -> list[Episode]:
+            fault_rate: float = FAULT_RATE, focus: Focus = ()) -> list[Episode]:
     """``count`` episodes in ``path`` (JSONL, ordered by index); resumes a partial run.
 
-    ``fault_rate``: the share of episodes whose last turn carries a fault."""
+    ``fault_rate``: the share of episodes whose last turn carries a fault. ``focus``: (command
+    category, factor) pairs that scale how often Terminal commands of a category are drawn."""
+    terminal.kind_weights(dict(focus))  # an unknown category fails here, not in a worker
     if path.exists():
         have = [Episode.from_json(line) for line in path.open()]
         if len(have) >= count:
@@ -169,7 +173,7 @@ def collect(path: Path, count: int, seed: int, split: str = "train",
     for w in range(workers):
         mine = [i for i in done if i % workers == w]
         first = max(mine) + workers if mine else w
-        jobs.append((w, workers, count, seed, split, first, str(path), fault_rate))
+        jobs.append((w, workers, count, seed, split, first, str(path), fault_rate, focus))
     if progress:
         print(f"collecting {count - len(done)} {split} episodes ({len(done)} kept)", flush=True)
     if workers == 1:

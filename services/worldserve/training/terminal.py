@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,18 @@ _WEIGHTS = {"ls": 5, "ls_dir": 2, "ls_a": 1, "find": 2, "cat": 7, "cat_two": 2, 
             "echo": 1, "echo_new": 4, "echo_append": 3, "printf_new": 1, "mkdir": 2, "cp": 2,
             "mv": 2, "rm": 2, "touch": 1, "missing": 2, "typo": 1, "cat_dir": 1,
             "mkdir_exists": 1, "pwd": 1}
+
+
+def kind_weights(focus: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Each command kind's draw weight, times its category's factor in ``focus`` (a stage that
+    aims at the kinds the model still gets wrong draws them more often)."""
+    focus = focus or {}
+    unknown = set(focus) - set(CATEGORIES)
+    if unknown:
+        raise ValueError(f"no command category {sorted(unknown)}; categories: {sorted(CATEGORIES)}")
+    return {k: w * focus.get(KIND_CATEGORY[k], 1.0) for k, w in _WEIGHTS.items()}
+
+
 TYPOS = {"ls": ["lss", "sl", "lls"], "cat": ["cta", "caat", "car"], "grep": ["gerp", "grpe"],
          "echo": ["ehco", "ecoh"], "mkdir": ["mkdri", "mkidr"], "wc": ["wcc", "cw"],
          "head": ["haed", "hed"], "sort": ["srot", "sotr"], "python3": ["pyhton3", "pytohn3"]}
@@ -64,8 +77,10 @@ def _q(name: str) -> str:
 class TerminalEpisode:
     """One episode in ``sandbox``; names and contents from ``vocab``."""
 
-    def __init__(self, rng: random.Random, vocab: Vocab, sandbox: Sandbox) -> None:
+    def __init__(self, rng: random.Random, vocab: Vocab, sandbox: Sandbox,
+                 weights: Mapping[str, float] = _WEIGHTS) -> None:
         self.rng, self.v, self.box = rng, vocab, sandbox
+        self.kinds, self.weights = list(weights), list(weights.values())
         self.files: dict[str, str] = {}
         self.dirs: list[str] = []
         self.recent: list[str] = []  # files written by this episode's commands, newest last
@@ -114,7 +129,7 @@ class TerminalEpisode:
     def next_command(self, kind: str | None = None) -> Command:
         r = self.rng
         if kind is None:
-            kind = r.choices(list(_WEIGHTS), weights=list(_WEIGHTS.values()))[0]
+            kind = r.choices(self.kinds, weights=self.weights)[0]
         return getattr(self, f"_k_{kind}", self._k_cat)(kind)
 
     # -- listing ----------------------------------------------------------------------------
