@@ -14,9 +14,9 @@ Redis). ``--sessions`` sessions step in a loop (short Terminal actions, 64 token
   its max_tokens (prompt ≈ 3,800 tokens), answered in full.
 
 The victims and the attacker are two tenants, each with its own API key (keys from a scratch
-PostgreSQL database), so the gateway's per-key request rate (``--requests-per-second``, the
-deployment default unless given; 0 = none) holds the attacker back without the victims. The
-attacker ignores RetryInfo and asks again at once, as a misbehaving client would.
+PostgreSQL database), so the gateway's pacing of a key's refusals (``--refusals-per-second``,
+the deployment default unless given; 0 = none) slows the attacker and not the victims. The
+attacker asks again as soon as it is answered, as a misbehaving client would.
 
 Reported: victims' steps, p50 and p99 step latency per phase and p99 / baseline p99. Prints
 Markdown.
@@ -31,7 +31,7 @@ import time
 from common import gateway, log_dir, machine, model_server, pct, redis_url, scratch_database
 
 from worldserve.db.repository import Repository, create_engine
-from worldserve.errors import InvalidArgument, ResourceExhausted, WorldserveError
+from worldserve.errors import InvalidArgument, WorldserveError
 from worldserve.sdk import AsyncClient
 from worldserve.settings import Settings
 
@@ -64,33 +64,20 @@ async def attacker(client: AsyncClient, stop: float, action: str, state: str,
             counts["answered"] += 1
         except InvalidArgument:
             counts["refused"] += 1
-        except ResourceExhausted as exc:
-            if not exc.subject.endswith(":requests_per_second"):
-                raise
-            counts["rate-limited"] += 1
         except WorldserveError as exc:
             counts["failed"] += 1
             why = f"{exc.code_name}: {str(exc)[:60]}"
             reasons[why] = reasons.get(why, 0) + 1
         finally:
             if session is not None:
-                await _close(client, session.session_id)
-
-
-async def _close(client: AsyncClient, session_id: str) -> None:
-    while True:  # a rate-limited close is retried: the bench must not leak sessions
-        try:
-            await client.close_session(session_id)
-            return
-        except ResourceExhausted:
-            await asyncio.sleep(0.01)
+                await client.close_session(session.session_id)
 
 
 async def phase(target: str, keys: tuple[str, str], sessions: int, seconds: float,
                 attack: tuple[str, str] | None
                 ) -> tuple[list[float], dict[str, int], dict[str, int]]:
     latencies: list[float] = []
-    counts = {"answered": 0, "refused": 0, "rate-limited": 0, "failed": 0}
+    counts = {"answered": 0, "refused": 0, "failed": 0}
     reasons: dict[str, int] = {}
     async with AsyncClient(target, api_key=keys[0]) as client, \
             AsyncClient(target, api_key=keys[1]) as noisy:
@@ -117,11 +104,11 @@ async def tenant_keys(database_url: str) -> tuple[str, str]:
 
 async def main_async(args: argparse.Namespace) -> None:
     logs = log_dir("noisy")
-    rate = (Settings().requests_per_second_per_key if args.requests_per_second is None
-            else args.requests_per_second or None)
+    rate = (Settings().refusals_per_second_per_key if args.refusals_per_second is None
+            else args.refusals_per_second or None)
     with scratch_database() as db, model_server(logs) as ms, \
             gateway(logs, redis_url(), triton_url=ms.url, max_sessions_per_tenant=100,
-                    database_url=db, requests_per_second_per_key=rate) as gw:
+                    database_url=db, refusals_per_second_per_key=rate) as gw:
         keys = await tenant_keys(db)
         await phase(gw.target, keys, 2, 5, None)  # warm-up
         phases = {
@@ -139,13 +126,13 @@ async def main_async(args: argparse.Namespace) -> None:
             rows.append((name, len(lat), p50, p99, p99 / base_p99, counts))
             reasons.update({f"{name}: {k}": v for k, v in why.items()})
     print(f"\n{machine()}; {args.sessions} victim sessions, {args.seconds:.0f} s per phase; "
-          f"per-key request rate {f'{rate:g}/s' if rate else 'none'}\n")
+          f"refusals paced to {f'{rate:g}/s per key' if rate else 'none (off)'}\n")
     print("| phase | victim steps | p50 s | p99 s | p99 / baseline | attacker answered / "
-          "refused / rate-limited / failed |")
+          "refused / failed |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, n, p50, p99, ratio, c in rows:
         print(f"| {name} | {n} | {p50:.2f} | {p99:.2f} | {ratio:.2f} | {c['answered']} / "
-              f"{c['refused']} / {c['rate-limited']} / {c['failed']} |")
+              f"{c['refused']} / {c['failed']} |")
     for reason, n in reasons.items():
         print(f"\nattacker failures, {reason} × {n}")
 
@@ -154,8 +141,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=40.0)
     ap.add_argument("--sessions", type=int, default=8)
-    ap.add_argument("--requests-per-second", type=float, default=None,
-                    help="the gateway's per-key request rate (default: the setting's; 0 = none)")
+    ap.add_argument("--refusals-per-second", type=float, default=None,
+                    help="the gateway's refusal pacing per key (default: the setting's; 0 = off)")
     asyncio.run(main_async(ap.parse_args()))
 
 

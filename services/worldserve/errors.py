@@ -43,10 +43,15 @@ class WorldserveError(Exception):
     code's name: the gateway's interceptor and the SDK both map through it (one owner)."""
 
     code_name: ClassVar[str] = "UNKNOWN"
+    # A refusal: the request as sent cannot be served, and sending it again at once will not
+    # change that (not a conflict to retry, not the server's fault). The gateway paces a key's
+    # refusals (quota/rate.py).
+    refusal: ClassVar[bool] = False
 
 
 class InvalidArgument(WorldserveError):
     code_name = "INVALID_ARGUMENT"
+    refusal = True
 
 
 class Unauthenticated(WorldserveError):
@@ -55,14 +60,17 @@ class Unauthenticated(WorldserveError):
 
 class PermissionDenied(WorldserveError):
     code_name = "PERMISSION_DENIED"
+    refusal = True
 
 
 class NotFound(WorldserveError):
     code_name = "NOT_FOUND"
+    refusal = True
 
 
 class AlreadyExists(WorldserveError):
     code_name = "ALREADY_EXISTS"
+    refusal = True
 
 
 class Aborted(WorldserveError):
@@ -71,6 +79,7 @@ class Aborted(WorldserveError):
 
 class FailedPrecondition(WorldserveError):
     code_name = "FAILED_PRECONDITION"
+    refusal = True
 
 
 class ResourceExhausted(WorldserveError):
@@ -78,6 +87,7 @@ class ResourceExhausted(WorldserveError):
     to try again (RetryInfo; 0 = not by waiting)."""
 
     code_name = "RESOURCE_EXHAUSTED"
+    refusal = True
 
     def __init__(self, message: str, subject: str = "", retry_after_s: float = 0.0) -> None:
         super().__init__(message)

@@ -84,13 +84,13 @@ class Settings(BaseSettings):
     monthly_token_budget_per_tenant: int | None = Field(
         None, description="Default monthly token budget; None = no limit."
     )
-    requests_per_second_per_key: float | None = Field(
-        100.0, gt=0, description="Requests per second one API key may send to one gateway "
-        "replica (Admin RPCs apart); more get RESOURCE_EXHAUSTED with the wait in RetryInfo. "
-        "None = no limit."
+    refusals_per_second_per_key: float | None = Field(
+        10.0, gt=0, description="Refusals (INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, …) "
+        "one API key gets at once from one gateway replica beyond its burst; further ones are "
+        "held until the rate allows (at most 2 s). Admin RPCs apart. None = never held."
     )
-    request_burst_per_key: int = Field(
-        200, ge=1, description="Requests a key may send at once before the per-second rate applies."
+    refusal_burst_per_key: int = Field(
+        20, ge=1, description="Refusals a key gets without delay before the rate applies."
     )
     reserve_bytes_per_token: float = Field(
         1.0, description="Prompt bytes counted as one token when reserving budget before a step "

@@ -44,8 +44,8 @@ class Running:
                                             dev_api_key=key, dev_tenant=tenant,
                                             max_sessions_per_tenant=100_000,
                                             max_turns_per_session=100_000,
-                                            # every example must reach a handler
-                                            requests_per_second_per_key=None),
+                                            # examples are refused by the thousand
+                                            refusals_per_second_per_key=None),
                                    redis_url, backend=EchoBackend())
                 await gw.start()
                 self.gateways.append(gw)

@@ -6,6 +6,7 @@ travels in a context variable, and an error raised anywhere below is mapped exac
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import inspect
 import logging
@@ -24,7 +25,7 @@ from worldserve import errors
 from worldserve.db.directory import Directory
 from worldserve.observability import metrics
 from worldserve.observability.tracing import tracer
-from worldserve.quota.rate import RequestRate
+from worldserve.quota.rate import RefusalPacer
 from worldserve.tenancy.keys import Principal
 
 log = logging.getLogger(__name__)
@@ -72,26 +73,42 @@ def _is_streaming(behavior: Any) -> bool:
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
-    """Maps WorldserveError to its status with rich details; anything else is logged, INTERNAL."""
+    """Maps WorldserveError to its status with rich details; anything else is logged, INTERNAL.
+    With a pacer, a key's refusals beyond its rate are held before they go back (Admin RPCs
+    apart): a client looping on a refused request is slowed to the pacer's rate."""
+
+    def __init__(self, pacer: RefusalPacer | None = None) -> None:
+        self._pacer = pacer
 
     async def intercept_service(self, continuation: Callable[[Any], Awaitable[Any]],
                                 details: grpc.HandlerCallDetails) -> Any:
         handler = await continuation(details)
         if handler is None:
             return None
-        return _rewrap(handler, _guard)
+        pacer = None if details.method.startswith(ADMIN_PREFIX) else self._pacer
+        return _rewrap(handler, lambda behavior: _guard(behavior, pacer))
 
 
-async def _abort(context: grpc.aio.ServicerContext, exc: Exception) -> None:
+async def _abort(context: grpc.aio.ServicerContext, exc: Exception,
+                 pacer: RefusalPacer | None) -> None:
     if isinstance(exc, errors.ResourceExhausted):
         metrics.count_refusal(current_tenant.get(""), exc.subject)
     if isinstance(exc, errors.WorldserveError):
+        principal = current_principal.get(None)
+        if pacer is not None and exc.refusal and principal is not None:
+            held = pacer.delay(principal.key_id, time.monotonic())
+            left = context.time_remaining()
+            if left is not None:  # the caller hears its refusal, not DEADLINE_EXCEEDED
+                held = min(held, max(left - 0.05, 0.0))
+            if held > 0:
+                metrics.PACED_REFUSALS.inc()
+                await asyncio.sleep(held)
         await context.abort_with_status(rpc_status.to_status(rich_status(exc)))
     log.exception("unhandled error in RPC", exc_info=exc)
     await context.abort(grpc.StatusCode.INTERNAL, "internal error")
 
 
-def _guard(behavior: Any) -> Any:
+def _guard(behavior: Any, pacer: RefusalPacer | None) -> Any:
     if _is_streaming(behavior):
         async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
             try:
@@ -100,7 +117,7 @@ def _guard(behavior: Any) -> Any:
             except Exception as exc:
                 if isinstance(exc, grpc.aio.AbortError):
                     raise
-                await _abort(context, exc)
+                await _abort(context, exc, pacer)
         return stream
 
     async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -109,7 +126,7 @@ def _guard(behavior: Any) -> Any:
         except Exception as exc:
             if isinstance(exc, grpc.aio.AbortError):
                 raise
-            await _abort(context, exc)
+            await _abort(context, exc, pacer)
     return unary
 
 
@@ -174,24 +191,15 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     error interceptor like any other error.
     """
 
-    def __init__(self, directory: Directory, rate: RequestRate | None = None) -> None:
+    def __init__(self, directory: Directory) -> None:
         self._directory = directory
-        self._rate = rate
 
     async def _principal(self, key: str | None, method: str) -> Principal:
         principal = await self._directory.authenticate(key) if key else None
         if principal is None:
             raise errors.Unauthenticated("missing or invalid API key")
-        if method.startswith(ADMIN_PREFIX):
-            if not principal.is_admin:
-                raise errors.PermissionDenied("the Admin API needs an admin-role key")
-        elif self._rate is not None:
-            wait = self._rate.admit(principal.key_id, time.monotonic())
-            if wait:
-                raise errors.ResourceExhausted(
-                    f"API key {principal.key_id} is over its {self._rate.rate:g} requests per "
-                    f"second", subject=f"key:{principal.key_id}:requests_per_second",
-                    retry_after_s=wait)
+        if method.startswith(ADMIN_PREFIX) and not principal.is_admin:
+            raise errors.PermissionDenied("the Admin API needs an admin-role key")
         current_tenant.set(principal.tenant)
         current_principal.set(principal)
         trace.get_current_span().set_attribute("worldserve.tenant", principal.tenant)

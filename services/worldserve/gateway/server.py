@@ -39,7 +39,7 @@ from worldserve.gateway.simulator import Simulator
 from worldserve.observability import logs, metrics, tracing
 from worldserve.quota.counters import RedisQuota
 from worldserve.quota.limits import TenantLimits
-from worldserve.quota.rate import RequestRate
+from worldserve.quota.rate import RefusalPacer
 from worldserve.routing.choice import Entry
 from worldserve.routing.router import RegistryRouter, Router, StaticRouter
 from worldserve.sessions.limits import MAX_MESSAGE_BYTES
@@ -163,11 +163,11 @@ def deployment_defaults(settings: Settings) -> TenantLimits:
     )
 
 
-def request_rate(settings: Settings) -> RequestRate | None:
-    """The per-key request rate of this replica, unless the deployment sets none."""
-    if settings.requests_per_second_per_key is None:
+def refusal_pacer(settings: Settings) -> RefusalPacer | None:
+    """This replica's pacing of each key's refusals, unless the deployment sets none."""
+    if settings.refusals_per_second_per_key is None:
         return None
-    return RequestRate(settings.requests_per_second_per_key, settings.request_burst_per_key)
+    return RefusalPacer(settings.refusals_per_second_per_key, settings.refusal_burst_per_key)
 
 
 def static_directory(settings: Settings) -> StaticDirectory:
@@ -212,8 +212,8 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
                      if repo is not None else static_directory(settings))
     simulator = Simulator(settings, store, router, directory, quota)
     server = grpc.aio.server(
-        interceptors=[ObservabilityInterceptor(), ErrorInterceptor(),
-                      AuthInterceptor(directory, request_rate(settings))],
+        interceptors=[ObservabilityInterceptor(), ErrorInterceptor(refusal_pacer(settings)),
+                      AuthInterceptor(directory)],
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)],
     )

@@ -34,6 +34,10 @@ REPLICA_ROUTES = Counter(
 RPCS = Counter("worldserve_rpcs_total", "RPCs by method and status code.", ["method", "code"],
                registry=REGISTRY)
 
+PACED_REFUSALS = Counter("worldserve_paced_refusals_total",
+                         "Refusals held back because their key was over its refusal rate.",
+                         registry=REGISTRY)
+
 
 def count_refusal(tenant: str, subject: str) -> None:
     """A RESOURCE_EXHAUSTED answer; the quota is the subject's last part (never a session id)."""

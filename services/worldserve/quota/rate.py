@@ -1,11 +1,14 @@
-"""Requests per second per API key: a token bucket per key, in one gateway process (pure).
+"""Refusals per second per API key: a client that keeps asking what is refused is slowed (pure).
 
-A key may send ``burst`` requests at once and ``rate`` per second after that. A refused request
-learns how long until the bucket holds a whole token again (``RetryInfo``). Buckets live in the
-gateway's memory, like a local rate limit in Envoy: with N gateway replicas a key may reach N
-times the rate, and a restart forgets the buckets (docs/ARCHITECTURE.md §5). Why it exists: a
-client that loops on cheap refusals (an oversized prompt, a quota) floods the event loop that
-every other session's steps share.
+A refusal (the request as sent cannot be served: invalid, over a quota, not found …) is cheap
+for the gateway, so a client looping on one asks again at once: before this, a client resending
+an oversized prompt made ~300 requests a second through the event loop that every other
+session's steps share. Each key has a token bucket: ``burst`` refusals go back at once, after
+that a refusal waits until the bucket would hold its token (``rate`` per second), like a
+``limit_req`` queue. Waiting costs the gateway nothing (the request sleeps), and a client that
+waits for its answer before asking again is held to ``rate`` refusals a second. Successful
+requests are never held. Buckets live in one gateway process: N replicas allow N times the rate
+(docs/ARCHITECTURE.md §5).
 """
 
 from __future__ import annotations
@@ -13,26 +16,25 @@ from __future__ import annotations
 from collections import OrderedDict
 
 
-class RequestRate:
-    """Token buckets by key; at most ``max_keys`` are kept (the longest idle is dropped first,
-    and a dropped bucket was full or nearly so: it comes back full)."""
+class RefusalPacer:
+    """Token buckets by key; at most ``max_keys`` are kept (the longest idle goes first, and
+    comes back full). A bucket owes at most ``max_delay_s`` worth of refusals: the wait of one
+    refusal never exceeds it, however many arrive at once."""
 
-    def __init__(self, rate: float, burst: float, max_keys: int = 100_000) -> None:
-        if rate <= 0 or burst < 1:
-            raise ValueError(f"a request rate needs rate > 0 and burst >= 1 (got {rate}, {burst})")
-        self.rate, self.burst, self.max_keys = rate, burst, max_keys
+    def __init__(self, rate: float, burst: float, max_delay_s: float = 2.0,
+                 max_keys: int = 100_000) -> None:
+        if rate <= 0 or burst < 1 or max_delay_s <= 0:
+            raise ValueError(f"pacing needs rate > 0, burst >= 1 and max_delay_s > 0 "
+                             f"(got {rate}, {burst}, {max_delay_s})")
+        self.rate, self.burst, self.max_delay_s, self.max_keys = rate, burst, max_delay_s, max_keys
         self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # key → (tokens, t)
 
-    def admit(self, key: str, now: float) -> float:
-        """0 when the request may go ahead (a token is taken); else the seconds to wait."""
+    def delay(self, key: str, now: float) -> float:
+        """Take a token for one refusal of ``key``; the seconds to hold that refusal (0 = none)."""
         tokens, then = self._buckets.pop(key, (self.burst, now))
-        tokens = min(self.burst, tokens + max(now - then, 0.0) * self.rate)
-        wait = 0.0
-        if tokens >= 1.0:
-            tokens -= 1.0
-        else:
-            wait = (1.0 - tokens) / self.rate
+        tokens = min(self.burst, tokens + max(now - then, 0.0) * self.rate) - 1.0
+        tokens = max(tokens, -self.rate * self.max_delay_s)
         self._buckets[key] = (tokens, now)
         if len(self._buckets) > self.max_keys:
             self._buckets.popitem(last=False)
-        return wait
+        return -tokens / self.rate if tokens < 0 else 0.0
