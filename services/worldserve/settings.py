@@ -27,9 +27,6 @@ class Settings(BaseSettings):
     grace_period_s: float = Field(
         10.0, description="In-flight RPCs get this long to finish on SIGTERM (pod grace period)."
     )
-    event_loop: Literal["uvloop", "asyncio"] = Field(
-        "uvloop", description="The gateway's event loop: uvloop (libuv; less Python per request) "
-        "or the standard library's. uvloop falls back to asyncio where it is not installed.")
     tls_cert_file: Path | None = Field(
         None, description="PEM certificate chain of the gateway; set with tls_key_file = TLS."
     )

@@ -237,10 +237,9 @@ def build_gateway(settings: Settings, redis_url: str, store: SessionStore | None
 async def serve(settings: Settings, redis_url: str, database_url: str | None) -> None:
     gateway = build_gateway(settings, redis_url, database_url=database_url)
     await gateway.start()
-    loop = asyncio.get_running_loop()
-    log.info("gateway listening on %s:%d (event loop %s)", settings.gateway_host, gateway.port,
-             type(loop).__module__.split(".")[0])
+    log.info("gateway listening on %s:%d", settings.gateway_host, gateway.port)
     stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
@@ -260,20 +259,7 @@ def main() -> None:
         except OSError as exc:  # serving steps matters more than exporting metrics
             log.error("metrics port %d unavailable: %s", settings.metrics_port, exc)
     redis_url = resolve_redis_url(settings)
-    with asyncio.Runner(loop_factory=loop_factory(settings.event_loop)) as runner:
-        runner.run(serve(settings, redis_url, settings.database_url))
-
-
-def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's event loop when asked for and installed; else the standard one (None)."""
-    if name != "uvloop":
-        return None
-    try:
-        import uvloop
-    except ImportError:
-        log.warning("uvloop is not installed: the gateway runs on the standard event loop")
-        return None
-    return uvloop.new_event_loop
+    asyncio.run(serve(settings, redis_url, settings.database_url))
 
 
 if __name__ == "__main__":
