@@ -133,6 +133,10 @@ def test_a_focused_stage_draws_its_categories_more_often(tmp_path: Path) -> None
     with pytest.raises(ValueError, match="no command category"):
         collect.collect(tmp_path / "bad.jsonl", 3, seed=1, workers=1, progress=False,
                         focus=(("readin", 2.0),))
+    from worldserve.training.train import PROFILES
+    focused = PROFILES["focused"].stages
+    assert focused[:-1] == PROFILES["full"].stages and focused[-1].focus  # full's, then one more
+    terminal.kind_weights(dict(focused[-1].focus))  # every category it names exists
 
     def share(eps: list[Episode], category: str) -> float:
         kinds = [t.kind for e in eps if e.domain == "TERMINAL" for t in e.turns if not t.fault]
