@@ -17,7 +17,7 @@ import multiprocessing
 import os
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -84,9 +84,11 @@ def terminal_sandbox(worker: int, rng: random.Random, vocab: Vocab) -> Sandbox:
 
 
 def terminal_episode(index: int, rng: random.Random, vocab: Vocab, worker: int, turns: int,
-                     fault_rate: float = FAULT_RATE, focus: Focus = ()) -> Episode:
+                     fault_rate: float = FAULT_RATE,
+                     weights: Mapping[str, float] | None = None) -> Episode:
+    """``weights``: each command kind's draw weight (``terminal.kind_weights``)."""
     env = terminal.TerminalEpisode(rng, vocab, terminal_sandbox(worker, rng, vocab),
-                                   terminal.kind_weights(dict(focus)))
+                                   weights or terminal.kind_weights())
     ep = Episode(Domain.TERMINAL.value, vocab.split, index, rng.choice(TERMINAL_TASKS),
                  env.setup())
     fault = ""
@@ -119,6 +121,7 @@ def mcp_episode(index: int, rng: random.Random, vocab: Vocab, server: ToolServer
 def _episodes(worker: int, workers: int, count: int, seed: int, split: str,
               first: int, fault_rate: float = FAULT_RATE, focus: Focus = ()) -> Iterator[Episode]:
     server = ToolServer()
+    weights = terminal.kind_weights(dict(focus))  # once per worker, not per episode
     try:
         for index in range(first, count, workers):
             rng = random.Random(f"{seed}:{split}:{index}")
@@ -127,7 +130,7 @@ def _episodes(worker: int, workers: int, count: int, seed: int, split: str,
             if index % 3 == 2:
                 yield mcp_episode(index, rng, vocab, server, turns, fault_rate)
             else:
-                yield terminal_episode(index, rng, vocab, worker, turns, fault_rate, focus)
+                yield terminal_episode(index, rng, vocab, worker, turns, fault_rate, weights)
     finally:
         server.close()
 
