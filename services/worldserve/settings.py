@@ -83,8 +83,9 @@ class Settings(BaseSettings):
     )
     refusals_per_second_per_key: float | None = Field(
         10.0, gt=0, description="Refusals (INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, …) "
-        "one API key gets at once from one gateway replica beyond its burst; further ones are "
-        "held until the rate allows (at most 2 s). Admin RPCs apart. None = never held."
+        "per second one API key gets from one gateway replica once its burst is spent; faster "
+        "ones are held until the rate allows (at most 2 s each). Admin RPCs apart. None = never "
+        "held."
     )
     refusal_burst_per_key: int = Field(
         20, ge=1, description="Refusals a key gets without delay before the rate applies."
