@@ -13,6 +13,11 @@ Redis). ``--sessions`` sessions step in a loop (short Terminal actions, 64 token
 * largest admitted — one more session sends the longest action that still fits the context with
   its max_tokens (prompt ≈ 3,800 tokens), answered in full.
 
+Each attack phase runs between two baseline phases, and its p99 is compared with the p99 of all
+baseline samples together, so a drift of this noisy machine during the run shows as one rather
+than as the attack's effect. Per phase, the model server's engine counters say where its time
+went: milliseconds per batched decode step (and the mean batch), and the long lane's share.
+
 The victims and the attacker are two tenants, each with its own API key (keys from a scratch
 PostgreSQL database), so the gateway's pacing of a key's refusals (``--refusals-per-second``,
 the deployment default unless given; 0 = none) slows the attacker and not the victims. The
@@ -26,9 +31,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import time
+from pathlib import Path
 
-from common import gateway, log_dir, machine, model_server, pct, redis_url, scratch_database
+from common import (
+    gateway,
+    log_dir,
+    machine,
+    model_server,
+    pct,
+    redis_url,
+    scrape,
+    scratch_database,
+)
 
 from worldserve.db.repository import Repository, create_engine
 from worldserve.errors import InvalidArgument, WorldserveError
@@ -102,39 +118,76 @@ async def tenant_keys(database_url: str) -> tuple[str, str]:
         await repo.aclose()
 
 
+ATTACKS = {
+    "oversize (16 KiB action + 64 KiB state: refused)": ("x " * 8192, "y " * 32768),
+    "largest admitted (~3,800-token prompt)": ("ls " + "z " * 1700, ""),
+}
+ENGINE = ("decode_steps", "decode_rows", "decode_seconds", "prefill_seconds", "long_seconds")
+
+
+def engine_delta(url: str, before: dict[str, float]) -> dict[str, float]:
+    now = scrape(url)
+    return {k: now[f"worldserve_engine_{k}_total"] - before.get(f"worldserve_engine_{k}_total", 0)
+            for k in ENGINE}
+
+
+def long_share(engine: dict[str, float]) -> float:
+    """The long lane's share of the engine's busy time in a phase."""
+    busy = engine["decode_seconds"] + engine["prefill_seconds"]
+    return engine["long_seconds"] / busy if busy else 0.0
+
+
 async def main_async(args: argparse.Namespace) -> None:
     logs = log_dir("noisy")
     rate = (Settings().refusals_per_second_per_key if args.refusals_per_second is None
             else args.refusals_per_second or None)
-    with scratch_database() as db, model_server(logs) as ms, \
+    engine: dict[str, object] = {}
+    if args.long_share is not None:
+        engine["engine_long_share"] = args.long_share
+    if args.torch_threads is not None:
+        engine["torch_threads"] = args.torch_threads
+    with scratch_database() as db, model_server(logs, **engine) as ms, \
             gateway(logs, redis_url(), triton_url=ms.url, max_sessions_per_tenant=100,
                     database_url=db, refusals_per_second_per_key=rate) as gw:
         keys = await tenant_keys(db)
         await phase(gw.target, keys, 2, 5, None)  # warm-up
-        phases = {
-            "baseline": None,
-            "oversize (16 KiB action + 64 KiB state: refused)": ("x " * 8192, "y " * 32768),
-            "largest admitted (~3,800-token prompt)": ("ls " + "z " * 1700, ""),
-        }
-        rows = []
-        reasons: dict[str, int] = {}
-        base_p99 = 0.0
-        for name, attack in phases.items():
+        # each attack between two baselines, so a drift of the machine shows as one
+        order: list[tuple[str, tuple[str, str] | None]] = [("baseline", None)]
+        for name, attack in ATTACKS.items():
+            order += [(name, attack), ("baseline", None)]
+        runs = []
+        for name, attack in order:
+            before = scrape(ms.metrics_url)
             lat, counts, why = await phase(gw.target, keys, args.sessions, args.seconds, attack)
-            p50, p99 = pct(lat, 0.5), pct(lat, 0.99)
-            base_p99 = base_p99 or p99
-            rows.append((name, len(lat), p50, p99, p99 / base_p99, counts))
-            reasons.update({f"{name}: {k}": v for k, v in why.items()})
+            runs.append((name, lat, counts, why, engine_delta(ms.metrics_url, before)))
+    base = [x for name, lat, *_ in runs if name == "baseline" for x in lat]
+    base_p99 = pct(base, 0.99)
     print(f"\n{machine()}; {args.sessions} victim sessions, {args.seconds:.0f} s per phase; "
-          f"refusals paced to {f'{rate:g}/s per key' if rate else 'none (off)'}\n")
-    print("| phase | victim steps | p50 s | p99 s | p99 / baseline | attacker answered / "
-          "refused / failed |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, n, p50, p99, ratio, c in rows:
-        print(f"| {name} | {n} | {p50:.2f} | {p99:.2f} | {ratio:.2f} | {c['answered']} / "
+          f"refusals paced to {f'{rate:g}/s per key' if rate else 'none (off)'}; engine "
+          f"long-lane share {ms.settings.engine_long_share:g}, torch threads "
+          f"{ms.settings.torch_threads or 'auto (usable cores - 1)'}\n")
+    print("| phase | victim steps | p50 s | p99 s | p99 / baseline p99 (all baseline phases: "
+          f"{base_p99:.2f} s) | engine ms per decode step (rows) | long-lane share of engine "
+          "time | attacker answered / refused / failed |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, lat, c, _, e in runs:
+        per_step = 1000 * e["decode_seconds"] / max(1, e["decode_steps"])
+        rows = e["decode_rows"] / max(1, e["decode_steps"])
+        print(f"| {name} | {len(lat)} | {pct(lat, 0.5):.2f} | {pct(lat, 0.99):.2f} | "
+              f"{pct(lat, 0.99) / base_p99:.2f} | {per_step:.1f} ({rows:.1f}) | "
+              f"{long_share(e):.2f} | {c['answered']} / "
               f"{c['refused']} / {c['failed']} |")
-    for reason, n in reasons.items():
-        print(f"\nattacker failures, {reason} × {n}")
+    for name, _, _, why, _ in runs:
+        for reason, n in why.items():
+            print(f"\nattacker failures, {name}: {reason} × {n}")
+    if args.json:
+        attacks = {name: {"victim_steps": len(lat), "p99_s": pct(lat, 0.99),
+                          "p99_ratio": pct(lat, 0.99) / base_p99, **c,
+                          "long_share": long_share(e)}
+                   for name, lat, c, _, e in runs if name != "baseline"}
+        Path(args.json).write_text(json.dumps({"baseline_p99_s": base_p99,
+                                               "baseline_steps": len(base),
+                                               "attacks": attacks}, indent=1))
 
 
 def main() -> None:
@@ -143,6 +196,11 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=8)
     ap.add_argument("--refusals-per-second", type=float, default=None,
                     help="the gateway's refusal pacing per key (default: the setting's; 0 = off)")
+    ap.add_argument("--long-share", type=float, default=None,
+                    help="the engine's long-lane share (default: the setting's)")
+    ap.add_argument("--torch-threads", type=int, default=None,
+                    help="the engine's torch threads (default: the setting's)")
+    ap.add_argument("--json", help="also write the attack phases' figures to this file")
     asyncio.run(main_async(ap.parse_args()))
 
 

@@ -219,7 +219,9 @@ class Settings(BaseSettings):
     device: str = Field("auto", description="'auto' (cuda if present), 'cpu' or 'cuda'.")
     max_batch_size: int = Field(8, description="Requests decoded together by the engine.")
     batch_wait_ms: float = Field(5.0, description="How long the engine waits to fill a batch.")
-    torch_threads: int = Field(0, description="torch intra-op threads; 0 = torch's default.")
+    torch_threads: int = Field(0, ge=0, description="torch intra-op threads; 0 = on CPU every "
+                               "usable core but one (the model server's Python and, on a small "
+                               "machine, the gateway need one), on a GPU torch's default.")
     prefix_cache_bytes: int = Field(
         256 * 2**20, description="KV caches of recent prompt prefixes kept by the transformers "
         "engine (LRU, bytes); 0 = no reuse."
@@ -234,11 +236,11 @@ class Settings(BaseSettings):
     engine_long_prompt_tokens: int = Field(
         0, ge=0, description="The transformers engine's long lane: a prompt over this many "
         "tokens (0 = half the model's context) decodes in a batch of its own and is prefilled "
-        "64 tokens at a time, so it never widens or stalls the other rows.")
+        "32 tokens at a time, so it never widens or stalls the other rows or takes their slots.")
     engine_long_share: float = Field(
-        0.12, gt=0, le=1, description="The most of the engine's time the long lane takes while "
-        "other rows are decoding (it takes all of it when alone). Bounds how much one request "
-        "within the context can slow the others (issue 16).")
+        0.05, gt=0, le=1, description="The long lane's share of the engine's time while other "
+        "rows are decoding (it takes all of it when alone, a 32-token chunk at a time). Bounds how "
+        "much one request within the context can slow the others (issue 16).")
     engine_metrics_port: int = Field(
         0, description="Prometheus port of the model server's engine metrics (batch size, "
         "prefix-cache hits, reused tokens); 0 = off."

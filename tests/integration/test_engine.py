@@ -311,6 +311,39 @@ def test_the_long_lane_gets_its_share_while_others_decode_and_all_when_alone() -
     assert 0 < share < 0.3, share
 
 
+def test_long_prompts_never_take_a_short_requests_slot() -> None:
+    """With one slot, long prompts that came first (and run at a small share of the engine) do
+    not keep a short request out of its lane: it starts at once and finishes first."""
+    from worldserve.modelserver.transformers_engine import LanePolicy
+
+    eng = TransformersEngine(DEFAULT_MODEL_DIR, "cpu", max_batch_size=1, prefix_cache_bytes=0,
+                             lanes=LanePolicy(long_prompt_tokens=100, long_share=0.05))
+    finished: list[str] = []
+    done = threading.Event()
+
+    def sink_for(name: str):  # type: ignore[no-untyped-def]
+        def sink(d: Delta) -> None:
+            if d.finish_reason:
+                finished.append(name)
+                if len(finished) == 3:
+                    done.set()
+        return sink
+
+    try:
+        run(eng, [GenerationRequest(PROMPT, max_tokens=2)])  # warm
+        for i in range(2):
+            eng.submit(GenerationRequest(_long_prompt() * 3 + f" {i}", max_tokens=40,
+                                         stop=("\x00never",)), sink_for(f"long{i}"))
+        time.sleep(0.2)  # both long prompts are in the engine before the short one comes
+        eng.submit(GenerationRequest(PROMPT, max_tokens=60, stop=("\x00never",)),
+                   sink_for("short"))
+        assert done.wait(300)
+    finally:
+        eng.close()
+    assert finished[0] == "short", finished
+    assert eng.stats.long_requests == 2
+
+
 def test_a_long_prompt_failing_as_it_starts_decoding_leaves_the_next_one_queued() -> None:
     """A failure after a prefill left the queue must not drop the prompt queued behind it."""
     from worldserve.modelserver.transformers_engine import LanePolicy

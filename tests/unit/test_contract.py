@@ -23,3 +23,13 @@ def test_defaults_and_stop_strings() -> None:
 def test_bad_sampling_parameters_are_refused(raw: str) -> None:
     with pytest.raises(BadSamplingParameters):
         parse_sampling("p", raw)
+
+
+def test_the_engine_leaves_a_core_to_everyone_else_unless_told() -> None:
+    from worldserve.modelserver.port import cpu_threads
+
+    assert cpu_threads(0, usable_cores=2, torch_default=2) == 1
+    assert cpu_threads(0, usable_cores=1, torch_default=1) == 1  # never none
+    assert cpu_threads(0, usable_cores=16, torch_default=8) == 8  # not past the physical cores
+    assert cpu_threads(0, usable_cores=8, torch_default=8) == 7
+    assert cpu_threads(3, usable_cores=2, torch_default=2) == 3  # the setting wins

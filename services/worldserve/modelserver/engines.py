@@ -94,7 +94,7 @@ ENGINES = ("transformers", "vllm", "instant")
 def build_engine(kind: str, model_dir: Path, device: str, max_batch_size: int,
                  batch_wait_ms: float, torch_threads: int, prefix_cache_bytes: int = 256 * 2**20,
                  stream_interval_ms: float = 50.0, long_prompt_tokens: int = 0,
-                 long_share: float = 0.12) -> Engine:
+                 long_share: float = 0.05) -> Engine:
     if kind == "transformers":
         from worldserve.modelserver.transformers_engine import LanePolicy, TransformersEngine
 

@@ -43,6 +43,17 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
+def cpu_threads(setting: int, usable_cores: int, torch_default: int) -> int:
+    """torch's intra-op threads on CPU: the setting, or (0) every usable core but one, and never
+    more than torch's own default (its count of physical cores).
+
+    The model server's own Python (Triton's frontend, streaming the deltas) and, on a small
+    machine, the gateway, Redis and the client share its cores; OpenMP threads spin, so one
+    thread per core slowed every decode step whenever anything else ran (issue 16,
+    docs/ARCHITECTURE.md §5)."""
+    return setting if setting > 0 else max(1, min(usable_cores - 1, torch_default))
+
+
 def pick_device(setting: str) -> str:
     import torch
 

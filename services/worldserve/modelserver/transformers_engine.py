@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import queue
 import secrets
 import threading
@@ -32,6 +33,7 @@ from worldserve.modelserver.port import (
     Delta,
     EngineUnavailable,
     Sink,
+    cpu_threads,
     pick_device,
 )
 from worldserve.modelserver.prefix_cache import PrefixCache
@@ -155,11 +157,13 @@ class LanePolicy:
     A prompt over ``long_prompt_tokens`` (0 = half the model's context) decodes in a batch of
     its own, so it never widens the other rows' cache to its length, and is prefilled
     ``prefill_chunk`` tokens at a time. While other rows are decoding, the long lane gets at most
-    ``long_share`` of the engine's time (measured, decaying); alone, it gets all of it."""
+    ``long_share`` of the engine's time (measured, decaying); alone, it gets all of it. Its
+    prompts never take the short lane's slots. Chunks of 32 tokens rather than 64 halve what a
+    short row arriving mid-chunk waits (victims' p99 1.14x -> 1.05x, docs/BENCHMARKS.md)."""
 
     long_prompt_tokens: int = 0
-    long_share: float = 0.12
-    prefill_chunk: int = 64
+    long_share: float = 0.05
+    prefill_chunk: int = 32
 
 
 LANE_DECAY = 0.98  # per loop turn: the share is measured over roughly the last 50 turns
@@ -224,7 +228,10 @@ class TransformersEngine:
     def _load(self, model_dir: Path, torch_threads: int) -> None:
         from transformers import AutoModelForCausalLM
 
-        if torch_threads:
+        if self.device == "cpu":
+            torch.set_num_threads(cpu_threads(torch_threads, len(os.sched_getaffinity(0)),
+                                              torch.get_num_threads()))
+        elif torch_threads:
             torch.set_num_threads(torch_threads)
         dtype = torch.bfloat16 if self.device == "cuda" else torch.float32
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
@@ -289,7 +296,7 @@ class TransformersEngine:
             if self._short.rows:
                 self._decode_quantum(self._short, "short")
             if self._long_due():
-                if self._prefills and not (self._long.rows and self._long_turn):
+                if self._can_prefill() and not (self._long.rows and self._long_turn):
                     self._prefill_quantum()
                 else:
                     self._decode_quantum(self._long, "long")
@@ -302,12 +309,16 @@ class TransformersEngine:
 
     def _long_due(self) -> bool:
         """Long work waits while others decode and the long lane has had its share."""
-        if not (self._prefills or self._long.rows):
+        if not (self._can_prefill() or self._long.rows):
             return False
         if not self._short.rows:
             return True
         spent = self._lane_s["long"]
         return spent <= self.lanes.long_share * (spent + self._lane_s["short"])
+
+    def _can_prefill(self) -> bool:
+        """A queued long prompt may advance: the long lane has a row free for it."""
+        return bool(self._prefills) and len(self._long.rows) < self.max_batch_size
 
     def _prefill_quantum(self) -> None:
         """One chunk of the first queued long prompt, timed to the long lane."""
@@ -346,15 +357,19 @@ class TransformersEngine:
 
     def _take(self, closing: bool) -> tuple[list[_Row], bool]:
         """New requests for the free slots: wait for one (and a little for company) when idle;
-        never wait while a batch is decoding."""
-        free = (self.max_batch_size - len(self._short.rows) - len(self._long.rows)
-                - len(self._prefills))
+        never wait while a batch is decoding.
+
+        Slots are the short lane's: a long prompt never takes one (it would hold it for as long
+        as its small share of the engine lets it run, and make a short request wait for the
+        lane it is kept out of), so long prompts are taken whenever they come and wait in the
+        chunked-prefill queue, which the long lane bounds (``_long_due``)."""
+        free = self.max_batch_size - len(self._short.rows)
         taken: list[_Row] = []
         if closing or free <= 0:
             return taken, closing
         idle = self._idle()
         deadline = 0.0
-        while len(taken) < free:
+        while free > 0:
             try:
                 if not idle:
                     row = self._pending.get_nowait()
@@ -369,6 +384,8 @@ class TransformersEngine:
             if idle and not taken:
                 deadline = time.monotonic() + self.batch_wait_s
             taken.append(row)
+            if self._batch_for(len(row.input_ids)) is self._short:
+                free -= 1
         return taken, closing
 
     def _admit(self, row: _Row) -> None:
