@@ -311,6 +311,27 @@ def test_the_long_lane_gets_its_share_while_others_decode_and_all_when_alone() -
     assert 0 < share < 0.3, share
 
 
+def test_a_queued_long_prompt_still_starts_from_its_cached_prefix() -> None:
+    """A long prompt waits in the chunked-prefill queue without holding cached KV, and still
+    computes only what its cached prefix does not cover when its turn comes."""
+    from worldserve.modelserver.transformers_engine import LanePolicy
+
+    eng = TransformersEngine(DEFAULT_MODEL_DIR, "cpu", prefix_cache_bytes=64 * 2**20,
+                             lanes=LanePolicy(long_prompt_tokens=100))
+    try:
+        first = _long_prompt()
+        run(eng, [GenerationRequest(first, max_tokens=2)])
+        second = first + " ".join(f"word{i}" for i in range(40))
+        n = len(eng.tokenizer(second, add_special_tokens=False)["input_ids"])
+        before = eng.stats.prefilled_tokens
+        run(eng, [GenerationRequest(second, max_tokens=2)])
+        computed = eng.stats.prefilled_tokens - before
+    finally:
+        eng.close()
+    assert eng.stats.long_requests == 2
+    assert 32 < computed < n // 2, (computed, n)  # queued (over a chunk), prefix reused
+
+
 def test_long_prompts_never_take_a_short_requests_slot() -> None:
     """With one slot, long prompts that came first (and run at a small share of the engine) do
     not keep a short request out of its lane: it starts at once and finishes first."""

@@ -145,7 +145,7 @@ class _Prefill:
     """A long prompt computed a chunk at a time between the other rows' decode steps."""
 
     row: _Row
-    cache: Any
+    cache: Any  # None while queued: the prefix is matched when its turn comes
     reused: int  # prompt positions that came from the prefix cache
     done: int  # prompt positions whose KV is computed
 
@@ -406,18 +406,25 @@ class TransformersEngine:
             kv, logits = exact
             self._ready(batch, row, [(k[:, :, :n], v[:, :, :n]) for k, v in kv], logits, n)
             return
-        reused, kv = self.prefix.match(tokens, limit=n - 1) if self.prefix.max_bytes \
+        pending = self._start(row)
+        if long and n - pending.reused > self.lanes.prefill_chunk:
+            # queued without the prefix it matched: views of cached KV held by a queue of any
+            # length would escape the prefix cache's byte bound; it matches again at its turn
+            self._prefills.append(_Prefill(row, None, 0, 0))
+            return
+        self._prefilled(pending, self._forward_prompt(pending, n))  # reused < n: work to do
+
+    def _start(self, row: _Row) -> _Prefill:
+        """The row's prompt from its longest cached prefix: what is left to compute."""
+        tokens = row.input_ids
+        reused, kv = self.prefix.match(tokens, limit=len(tokens) - 1) if self.prefix.max_bytes \
             else (0, None)
         if reused:
             cache = DynamicCache(ddp_cache_data=[(k[:, :, :reused], v[:, :, :reused])
                                                  for k, v in (kv or [])])
         else:
             cache = DynamicCache(config=self.model.config)
-        pending = _Prefill(row, cache, reused, reused)
-        if long and n - reused > self.lanes.prefill_chunk:
-            self._prefills.append(pending)
-            return
-        self._prefilled(pending, self._forward_prompt(pending, n))  # reused < n: work to do
+        return _Prefill(row, cache, reused, reused)
 
     def _prefill_chunk(self, pending: _Prefill) -> None:
         """The next chunk of the first queued long prompt; at its end the row starts decoding."""
@@ -425,6 +432,10 @@ class TransformersEngine:
         if row.cancelled.is_set():
             self._prefills.popleft()
             return
+        if pending.cache is None:  # its turn has come
+            started = self._start(row)
+            pending.cache, pending.reused, pending.done = started.cache, started.reused, \
+                started.done
         logits = self._forward_prompt(pending, pending.done + self.lanes.prefill_chunk)
         if pending.done == len(row.input_ids):
             self._prefills.popleft()
