@@ -389,8 +389,8 @@ class TransformersEngine:
         return taken, closing
 
     def _admit(self, row: _Row) -> None:
-        """Prefill one request from its longest cached prefix and add it to its lane's batch;
-        a long prompt with much left to compute is queued for chunked prefill instead."""
+        """Prefill one request from its longest cached prefix and add it to the short lane's
+        batch; a long prompt is queued for chunked prefill instead."""
         if row.cancelled.is_set():
             return
         tokens = row.input_ids
@@ -406,12 +406,10 @@ class TransformersEngine:
             kv, logits = exact
             self._ready(batch, row, [(k[:, :, :n], v[:, :, :n]) for k, v in kv], logits, n)
             return
+        if long:  # the long lane computes it a chunk at a time, from its prefix, at its turn
+            self._prefills.append(_Prefill(row, None, 0, 0))  # (no views of cached KV held
+            return  # while queued: a queue of any length stays within the cache's byte bound)
         pending = self._start(row)
-        if long and n - pending.reused > self.lanes.prefill_chunk:
-            # queued without the prefix it matched: views of cached KV held by a queue of any
-            # length would escape the prefix cache's byte bound; it matches again at its turn
-            self._prefills.append(_Prefill(row, None, 0, 0))
-            return
         self._prefilled(pending, self._forward_prompt(pending, n))  # reused < n: work to do
 
     def _start(self, row: _Row) -> _Prefill:
