@@ -196,7 +196,7 @@ class Settings(BaseSettings):
         "checkpoint's tokenizer.json, before any model time); the model server checks each "
         "prompt exactly.")
     model_version_label: str = Field(
-        "worldserve-tiny-moe@5", description="Version recorded on each turn (name@version)."
+        "worldserve-tiny-moe@6", description="Version recorded on each turn (name@version)."
     )
     model_dir: Path = Field(DEFAULT_MODEL_DIR, description="Checkpoint directory (HF layout).")
     model_domains: list[str] = Field(

@@ -43,7 +43,7 @@ async def test_create_stream_step_close(make_settings, redis_url) -> None:  # ty
         assert streamed == final.observation
         assert final.usage.input_tokens > 0 and final.usage.output_tokens > 0
         assert 0 < final.usage.reasoning_tokens < final.usage.output_tokens
-        assert final.model_version == "worldserve-tiny-moe@5"
+        assert final.model_version == "worldserve-tiny-moe@6"
         second = await client.step(session.session_id, "pwd", expected_turn=1)
         assert second.turn == 2 and not second.replayed
         info = await client.get_session(session.session_id, include_turns=True)

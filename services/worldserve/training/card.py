@@ -16,7 +16,7 @@ import yaml
 from worldserve.domains.modelcard import CARD_FILE
 
 DOMAINS = ["TERMINAL", "MCP"]
-VERSION = "5"
+VERSION = "6"
 
 
 def write(out: Path, training: dict[str, Any]) -> None:
