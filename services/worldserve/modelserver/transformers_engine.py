@@ -406,23 +406,27 @@ class TransformersEngine:
             kv, logits = exact
             self._ready(batch, row, [(k[:, :, :n], v[:, :, :n]) for k, v in kv], logits, n)
             return
-        if long:  # the long lane computes it a chunk at a time, from its prefix, at its turn
-            self._prefills.append(_Prefill(row, None, 0, 0))  # (no views of cached KV held
-            return  # while queued: a queue of any length stays within the cache's byte bound)
-        pending = self._start(row)
+        pending = _Prefill(row, None, 0, 0)
+        if long:
+            # the long lane computes it a chunk at a time, from its cached prefix when its turn
+            # comes: no views of cached KV are held while queued, so a queue of any length stays
+            # within the prefix cache's byte bound
+            self._prefills.append(pending)
+            return
+        self._start(pending)
         self._prefilled(pending, self._forward_prompt(pending, n))  # reused < n: work to do
 
-    def _start(self, row: _Row) -> _Prefill:
-        """The row's prompt from its longest cached prefix: what is left to compute."""
-        tokens = row.input_ids
+    def _start(self, pending: _Prefill) -> None:
+        """Start ``pending`` from its prompt's longest cached prefix."""
+        tokens = pending.row.input_ids
         reused, kv = self.prefix.match(tokens, limit=len(tokens) - 1) if self.prefix.max_bytes \
             else (0, None)
         if reused:
-            cache = DynamicCache(ddp_cache_data=[(k[:, :, :reused], v[:, :, :reused])
-                                                 for k, v in (kv or [])])
+            pending.cache = DynamicCache(ddp_cache_data=[(k[:, :, :reused], v[:, :, :reused])
+                                                         for k, v in (kv or [])])
         else:
-            cache = DynamicCache(config=self.model.config)
-        return _Prefill(row, cache, reused, reused)
+            pending.cache = DynamicCache(config=self.model.config)
+        pending.reused = pending.done = reused
 
     def _prefill_chunk(self, pending: _Prefill) -> None:
         """The next chunk of the first queued long prompt; at its end the row starts decoding."""
@@ -431,9 +435,7 @@ class TransformersEngine:
             self._prefills.popleft()
             return
         if pending.cache is None:  # its turn has come
-            started = self._start(row)
-            pending.cache, pending.reused, pending.done = started.cache, started.reused, \
-                started.done
+            self._start(pending)
         logits = self._forward_prompt(pending, pending.done + self.lanes.prefill_chunk)
         if pending.done == len(row.input_ids):
             self._prefills.popleft()
