@@ -13,21 +13,31 @@ concurrency for both paths:
   the same Triton call, answer parsing, the atomic commit with its usage event — in episodes of
   20 turns (sessions are created before a round and closed after it, untimed).
 
-Rounds alternate direct / gateway so machine noise hits both alike; figures are medians over
-rounds. Prints a Markdown table for docs/BENCHMARKS.md.
+* floor (with `--floor`): `Step` through the SDK to `bench/hop_floor.py`, a bare gRPC server
+  that forwards the same prompt to Triton and answers — one Python hop and nothing else, the
+  least any Python gateway on these cores can add.
+
+Rounds alternate the paths so machine noise hits them alike; figures are medians over rounds.
+Prints a Markdown table for docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 from common import KEY, gateway, log_dir, machine, median, model_server, pct, redis_url
 
 from worldserve.backends.base import Completion
 from worldserve.backends.checkpoint import load_chat_template
 from worldserve.backends.triton import TritonBackend
+from worldserve.dev.launcher import spawn, wait_for
+from worldserve.dev.services import free_port, port_open
 from worldserve.domains.chat import render_chat
 from worldserve.domains.rendering import PromptInput, build_messages
 from worldserve.domains.templates import Domain, system_prompt
@@ -60,20 +70,49 @@ async def run_round(concurrency: int, steps: int, one_step) -> tuple[list[float]
     return latencies, time.perf_counter() - start
 
 
-async def measure(target: str, triton_url: str, concurrency: int, steps: int, rounds: int
-                  ) -> dict[str, dict[str, float]]:
+@contextlib.contextmanager
+def floor_hop(logs: Path, triton_url: str) -> Iterator[str]:
+    """`bench/hop_floor.py` as a child process; yields its target."""
+    port = free_port()
+    here = str(Path(__file__).resolve().parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (here, os.environ.get("PYTHONPATH", "")) if p), PYTHONUNBUFFERED="1")
+    child = spawn("floor", "hop_floor", env, logs, args=(str(port), triton_url))
+    try:
+        wait_for("starting the floor hop", lambda: port_open("127.0.0.1", port), child,
+                 timeout_s=60)
+        yield f"127.0.0.1:{port}"
+    finally:
+        child.stop(5)
+
+
+async def measure(target: str, triton_url: str, concurrency: int, steps: int, rounds: int,
+                  floor: str | None = None) -> dict[str, dict[str, float]]:
     prompt = rendered_prompt()
     direct = TritonBackend(triton_url, "worldmodel")
     request = Completion(prompt, 64, 0.0, 1.0, None)
     results: dict[str, list[tuple[list[float], float]]] = {"direct": [], "gateway": []}
+    if floor is not None:
+        results["floor"] = []
 
     async def direct_step(worker: int, i: int) -> None:
         chunks = [c async for c in direct.stream(request, 30.0)]
         assert chunks and chunks[-1].finish_reason == "stop", chunks
 
-    async with AsyncClient(target, KEY) as client:
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(AsyncClient(target, KEY))
+        floor_client = (await stack.enter_async_context(AsyncClient(floor, KEY))
+                        if floor is not None else None)
+
+        async def floor_step(worker: int, i: int) -> None:
+            assert floor_client is not None
+            r = await floor_client.step("floor", ACTION, expected_turn=i % TURNS)
+            assert r.observation == "ok", r
+
         for _ in range(2):  # warm both paths (connections, caches, code paths)
             await run_round(concurrency, concurrency * 10, direct_step)
+            if floor_client is not None:
+                await run_round(concurrency, concurrency * 10, floor_step)
         for _ in range(rounds):
             per_worker = steps // concurrency
             sessions = [[(await client.create_session(
@@ -88,6 +127,8 @@ async def measure(target: str, triton_url: str, concurrency: int, steps: int, ro
 
             results["direct"].append(await run_round(concurrency, steps, direct_step))
             results["gateway"].append(await run_round(concurrency, steps, gateway_step))
+            if floor_client is not None:
+                results["floor"].append(await run_round(concurrency, steps, floor_step))
             for row in sessions:
                 for sid in row:
                     await client.close_session(sid)
@@ -107,17 +148,24 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=800, help="steps per round and path")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--floor", action="store_true",
+                        help="also measure a bare gRPC hop in front of Triton (bench/hop_floor.py)")
     args = parser.parse_args()
     logs = log_dir("overhead")
     redis = redis_url()
     rows = []
-    with model_server(logs, engine="instant") as ms, \
-            gateway(logs, redis, triton_url=ms.url, history_window_turns=4) as gw:
+    floors = []
+    with contextlib.ExitStack() as stack:
+        ms = stack.enter_context(model_server(logs, engine="instant"))
+        gw = stack.enter_context(gateway(logs, redis, triton_url=ms.url, history_window_turns=4))
+        floor = stack.enter_context(floor_hop(logs, ms.url)) if args.floor else None
         for c in args.concurrency:
             steps = max(args.steps // c * c, c) if c > 1 else min(args.steps, 400)
-            r = asyncio.run(measure(gw.target, ms.url, c, steps, args.rounds))
+            r = asyncio.run(measure(gw.target, ms.url, c, steps, args.rounds, floor))
             d, g = r["direct"], r["gateway"]
             rows.append((c, d, g))
+            if "floor" in r:
+                floors.append((c, d, r["floor"]))
             print(f"concurrency {c}: direct p50 {d['p50_ms']:.2f} ms, {d['per_s']:.0f}/s; "
                   f"gateway p50 {g['p50_ms']:.2f} ms, {g['per_s']:.0f}/s", flush=True)
     print(f"\nMachine: {machine()}. Logs: {logs}\n")
@@ -128,6 +176,15 @@ def main() -> None:
         print(f"| {c} | {d['p50_ms']:.2f} / {d['p90_ms']:.2f} | {g['p50_ms']:.2f} / "
               f"{g['p90_ms']:.2f} | {g['p50_ms'] - d['p50_ms']:.2f} | {d['per_s']:.0f} | "
               f"{g['per_s']:.0f} | {g['per_s'] / d['per_s']:.2f}× |")
+    if floors:
+        print("\nThe floor: a bare gRPC hop (bench/hop_floor.py) against the same direct runs\n")
+        print("| concurrency | floor p50 / p90 (ms) | floor overhead p50 (ms) | floor steps/s "
+              "| floor throughput ratio |")
+        print("|---|---|---|---|---|")
+        for c, d, f in floors:
+            print(f"| {c} | {f['p50_ms']:.2f} / {f['p90_ms']:.2f} | "
+                  f"{f['p50_ms'] - d['p50_ms']:.2f} | {f['per_s']:.0f} | "
+                  f"{f['per_s'] / d['per_s']:.2f}× |")
 
 
 if __name__ == "__main__":

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.integration
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 CASES = {
-    "gateway_overhead.py": (["--steps", "16", "--rounds", "1", "--concurrency", "1", "4"],
-                            "| concurrency | direct p50"),
+    "gateway_overhead.py": (["--steps", "16", "--rounds", "1", "--concurrency", "1", "4",
+                             "--floor"], "| concurrency | floor p50"),
     "kv_reuse.py": (["--episodes", "1", "--turns", "3", "--max-tokens", "128"],
                     "| turn | prompt tokens"),
     "affinity.py": (["--sessions", "2", "--turns", "2", "--max-tokens", "128"],
