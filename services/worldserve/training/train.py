@@ -24,7 +24,7 @@ import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-from worldserve.training import card
+from worldserve.training import card, precision
 from worldserve.training.collect import FAULT_RATE, Episode, Focus, collect
 from worldserve.training.sequence import segments
 
@@ -246,7 +246,9 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
         log(work, f"resumed at step {step}, {elapsed:.0f}s trained, {seen / 1e6:.2f} M tokens")
     budget_s = stage.minutes * 60
     rng = random.Random(f"{args.seed}:{index}:{step}")
-    autocast = torch.autocast(device, dtype=torch.bfloat16)
+    bf16 = precision.use_bf16(device)
+    autocast = precision.autocast(device, bf16)
+    log(work, f"stage {index + 1} trains on {device} in {'bf16 autocast' if bf16 else 'float32'}")
     last_save = time.time()
     start = time.time() - elapsed
 
@@ -287,7 +289,8 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
               "fault_share": stage.fault_rate, "peak_lr": stage.lr,
               **({"focus": dict(stage.focus)} if stage.focus else {}),
               "tokens_per_epoch": total_tokens, "tokens_seen": seen, "steps": step,
-              "train_seconds": round(elapsed), "device": device}
+              "train_seconds": round(elapsed), "device": device,
+              "precision": "bf16" if bf16 else "float32"}
     return StageResult(model, tok, record)
 
 
