@@ -52,8 +52,8 @@ def fault_visible(turn: Turn, predicted: str) -> bool:
 
 @torch.no_grad()
 def generate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, prompts: list[str],
-             batch_size: int = 16, max_new: int = 256) -> list[str]:
-    """Greedy completions, batched by prompt length (left padding)."""
+             batch_size: int = 16, max_new: int = 256, beams: int = 1) -> list[str]:
+    """Greedy completions (or beam search's best), batched by prompt length (left padding)."""
     model.eval()
     tok.padding_side = "left"
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
@@ -62,8 +62,10 @@ def generate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, prompts: 
         idx = order[start:start + batch_size]
         enc = tok([prompts[i] for i in idx], return_tensors="pt", padding=True,
                   add_special_tokens=False)
+        search = {"num_beams": beams, "early_stopping": True} if beams > 1 else {}
         gen = model.generate(**enc, max_new_tokens=max_new, do_sample=False,
-                             eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+                             eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                             **search)
         for row, i in enumerate(idx):
             out[i] = str(tok.decode(gen[row, enc["input_ids"].shape[1]:],
                                     skip_special_tokens=True))
@@ -104,10 +106,10 @@ def score(items: list[tuple[Case, str, bool]]) -> dict[str, Any]:
 
 
 def evaluate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, episodes: list[Episode],
-             template: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+             template: str, beams: int = 1) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     all_cases = cases(episodes)
     prompts = [render_chat(template, messages_for(c.episode, c.index)) for c in all_cases]
-    texts = generate(model, tok, prompts)
+    texts = generate(model, tok, prompts, batch_size=16 if beams == 1 else 8, beams=beams)
     items = []
     rows = []
     for case, text in zip(all_cases, texts, strict=True):
@@ -124,11 +126,11 @@ def evaluate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, episodes:
 
 
 def evaluate_checkpoint(model_dir: Path, episodes: list[Episode],
-                        predictions: Path | None = None) -> dict[str, Any]:
+                        predictions: Path | None = None, beams: int = 1) -> dict[str, Any]:
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = Qwen3MoeForCausalLM.from_pretrained(model_dir)
     template = (model_dir / "chat_template.jinja").read_text()
-    report, rows = evaluate(model, tok, episodes, template)
+    report, rows = evaluate(model, tok, episodes, template, beams)
     if predictions is not None:
         predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return {"overall": report["overall"], "groups": report, "episodes": len(episodes)}
@@ -156,7 +158,12 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="first N episodes only")
     ap.add_argument("--predictions", type=Path, default=None, help="write every prediction")
     ap.add_argument("--domain", default="", help="TERMINAL or MCP only")
+    ap.add_argument("--beams", type=int, default=1,
+                    help="beam search with this many beams instead of greedy (an experiment: "
+                         "the gateway decodes greedily)")
     args = ap.parse_args()
+    if args.beams < 1:
+        ap.error("--beams must be at least 1")
     data = args.data or args.model / "data" / "heldout_episodes.jsonl"
     episodes = [Episode.from_json(line) for line in data.open()]
     if args.domain:
@@ -168,12 +175,12 @@ def main() -> None:
         tok = PreTrainedTokenizerFast.from_pretrained(args.tokenizer or args.checkpoint.parent / "tokenizer")
         model = make_model(len(tok), tok)
         model.load_state_dict(torch.load(args.checkpoint, weights_only=False)["model"])
-        report, rows = evaluate(model, tok, episodes, CHAT_TEMPLATE)
+        report, rows = evaluate(model, tok, episodes, CHAT_TEMPLATE, args.beams)
         result = {"overall": report["overall"], "groups": report, "episodes": len(episodes)}
         if args.predictions:
             args.predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
     else:
-        result = evaluate_checkpoint(args.model, episodes, args.predictions)
+        result = evaluate_checkpoint(args.model, episodes, args.predictions, args.beams)
     print(table(result))
     print(json.dumps(result["overall"]))
 
