@@ -54,6 +54,11 @@ def rendered_prompt() -> str:
     return render_chat(load_chat_template(DEFAULT_MODEL_DIR), messages)
 
 
+def triton_request() -> Completion:
+    """What both the direct path and the floor send Triton for every step."""
+    return Completion(rendered_prompt(), 64, 0.0, 1.0, None)
+
+
 async def run_round(concurrency: int, steps: int, one_step) -> tuple[list[float], float]:  # type: ignore[no-untyped-def]
     """Per-step latencies (s) and wall time (s) of ``steps`` steps by ``concurrency`` workers."""
     latencies: list[float] = []
@@ -88,9 +93,8 @@ def floor_hop(logs: Path, triton_url: str) -> Iterator[str]:
 
 async def measure(target: str, triton_url: str, concurrency: int, steps: int, rounds: int,
                   floor: str | None = None) -> dict[str, dict[str, float]]:
-    prompt = rendered_prompt()
     direct = TritonBackend(triton_url, "worldmodel")
-    request = Completion(prompt, 64, 0.0, 1.0, None)
+    request = triton_request()
     results: dict[str, list[tuple[list[float], float]]] = {"direct": [], "gateway": []}
     if floor is not None:
         results["floor"] = []

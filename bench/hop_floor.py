@@ -36,11 +36,10 @@ class FloorServicer(simulator_pb2_grpc.SimulatorServicer):
                                           finish_reason="stop")
 
 
-async def serve(port: int, triton_url: str, prompt: str) -> None:
+async def serve(port: int, triton_url: str, request: Completion) -> None:
     backend = TritonBackend(triton_url, "worldmodel")
     server = grpc.aio.server()
-    simulator_pb2_grpc.add_SimulatorServicer_to_server(
-        FloorServicer(backend, Completion(prompt, 64, 0.0, 1.0, None)), server)
+    simulator_pb2_grpc.add_SimulatorServicer_to_server(FloorServicer(backend, request), server)
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     stop = asyncio.Event()
@@ -53,10 +52,10 @@ async def serve(port: int, triton_url: str, prompt: str) -> None:
 
 
 def main() -> None:
-    from gateway_overhead import rendered_prompt
+    from gateway_overhead import triton_request
 
     port, triton_url = int(sys.argv[1]), sys.argv[2]
-    asyncio.run(serve(port, triton_url, rendered_prompt()))
+    asyncio.run(serve(port, triton_url, triton_request()))
 
 
 if __name__ == "__main__":
