@@ -10,7 +10,9 @@ Two measurements in one run, one process, on the real checkpoint and real held-o
   (the time to the first token is measured alone and subtracted);
 - **engine**: the model server's ``TransformersEngine`` (what Triton serves), one request at a
   time, the model's own answers (it stops at ``<|im_end|>``); output tokens/s per request,
-  prefill included. Reported as a ratio to the forced-decode figure.
+  prefill included. Reported as a ratio to the forced-decode figure. Run twice: with the copy
+  bias the model card declares (``modelserver/copying.py``, what is served) and without it, so
+  the bias's cost per token is a ratio measured in the same run.
 """
 
 from __future__ import annotations
@@ -62,9 +64,11 @@ def forced_decode(model_dir: Path, prompts: list[str], tokens: int, repeats: int
     return rates
 
 
-def engine_rates(model_dir: Path, prompts: list[str]) -> tuple[list[float], list[int]]:
+def engine_rates(model_dir: Path, prompts: list[str], copy_bias: bool = True
+                 ) -> tuple[list[float], list[int]]:
     engine = TransformersEngine(model_dir, device="cpu", max_batch_size=1,
-                                prefix_cache_bytes=0)  # no reuse between the prompts
+                                prefix_cache_bytes=0,  # no reuse between the prompts
+                                copy_bias=copy_bias)
     rates, counts = [], []
     try:
         for prompt in prompts:
@@ -99,6 +103,7 @@ def main() -> None:
     prompts = held_out_prompts(args.model, args.prompts)
     forced = forced_decode(args.model, prompts, args.tokens, args.repeats)
     served, counts = engine_rates(args.model, prompts)
+    plain, plain_counts = engine_rates(args.model, prompts, copy_bias=False)
     base = statistics.median(forced)
     print(f"Machine: {machine()}; torch threads {torch.get_num_threads()}.")
     print(f"prompts: {len(prompts)} held-out prompts, median "
@@ -108,6 +113,9 @@ def main() -> None:
     print(f"engine, batch 1, the model's own answers (median {statistics.median(counts):.0f} "
           f"tokens, prefill included): median {statistics.median(served):.0f} tokens/s "
           f"= {statistics.median(served) / base:.2f}x forced decode")
+    print(f"engine without copy bias (median {statistics.median(plain_counts):.0f} tokens): "
+          f"median {statistics.median(plain):.0f} tokens/s; with it "
+          f"{statistics.median(served) / statistics.median(plain):.2f}x that")
 
 
 if __name__ == "__main__":

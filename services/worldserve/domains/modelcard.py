@@ -25,6 +25,9 @@ class ModelCard:
     name: str = ""
     version: str = ""
     domains: tuple[str, ...] = ALL_DOMAINS
+    # worldserve.decoding.copy_bias as written (the serving engine parses it:
+    # worldserve.modelserver.copying); None = plain greedy decoding
+    copy_bias: dict[str, object] | None = None
 
 
 def parse(text: str) -> ModelCard:
@@ -39,8 +42,14 @@ def parse(text: str) -> ModelCard:
     block = meta.get("worldserve") if isinstance(meta, dict) else None
     if not isinstance(block, dict):
         return ModelCard()
+    decoding = block.get("decoding") or {}
+    if not isinstance(decoding, dict):
+        raise ValueError("worldserve.decoding must be a mapping")
+    copy_bias = decoding.get("copy_bias")
+    if copy_bias is not None and not isinstance(copy_bias, dict):
+        raise ValueError("worldserve.decoding.copy_bias must be a mapping")
     return ModelCard(str(block.get("name", "")), str(block.get("version", "")),
-                     normalize_domains(block.get("domains")))
+                     normalize_domains(block.get("domains")), copy_bias)
 
 
 def normalize_domains(raw: object) -> tuple[str, ...]:

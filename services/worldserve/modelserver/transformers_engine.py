@@ -23,10 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from worldserve.domains import modelcard
+from worldserve.modelserver import copying
 from worldserve.modelserver.contract import GenerationRequest, context_exceeded
 from worldserve.modelserver.port import (
     ContextExceeded,
@@ -88,6 +91,7 @@ class _Row:
     cancelled: threading.Event
     input_ids: list[int]
     generated: list[int] = field(default_factory=list)
+    prompt_array: Any = None  # input_ids as an array, for copy-bias lookups (made on demand)
     kv_tokens: list[int] = field(default_factory=list)  # tokens whose KV this row holds
     generator: Any = None
     sent_text: str = ""
@@ -189,7 +193,7 @@ class TransformersEngine:
     def __init__(self, model_dir: Path, device: str = "auto", max_batch_size: int = 8,
                  batch_wait_ms: float = 5.0, torch_threads: int = 0,
                  prefix_cache_bytes: int = 256 * 2**20, stream_interval_ms: float = 50.0,
-                 lanes: LanePolicy | None = None) -> None:
+                 lanes: LanePolicy | None = None, copy_bias: bool = True) -> None:
         from transformers import AutoTokenizer
 
         self.device = pick_device(device)
@@ -207,6 +211,10 @@ class TransformersEngine:
         self.prefix = PrefixCache(prefix_cache_bytes)
         self.stats = EngineStats()
         self.lanes = lanes or LanePolicy()
+        # Greedy rows decode with the copy bias the model card declares (copying.py); False:
+        # plain greedy whatever the card says.
+        self.copy_bias = (copying.from_mapping(modelcard.read(model_dir).copy_bias)
+                          if copy_bias else None)
         self._short = _Batch()  # every row whose prompt is not long
         self._long = _Batch()
         self._prefills: collections.deque[_Prefill] = collections.deque()
@@ -242,6 +250,7 @@ class TransformersEngine:
         if self.tokenizer.eos_token_id is not None:
             eos_ids.append(self.tokenizer.eos_token_id)
         self.eos_ids = {i for i in eos_ids if i is not None}
+        self._marks = copying.markers(self.tokenizer, self.eos_ids)
         config = self.model.config.get_text_config(decoder=True)
         self.context_tokens = int(getattr(config, "max_position_embeddings", 0) or 2**31 - 1)
         self.long_prompt_tokens = self.lanes.long_prompt_tokens or max(1, self.context_tokens // 2)
@@ -530,6 +539,10 @@ class TransformersEngine:
         seeded generator (one softmax for the whole batch)."""
         greedy = logits.argmax(-1).tolist()
         temps = [r.request.temperature for r in rows]
+        if self.copy_bias is not None:
+            for i, row in enumerate(rows):
+                if temps[i] <= 0:
+                    greedy[i] = self._copy_biased(row, logits[i], self.copy_bias)
         if all(t <= 0 for t in temps):
             return [int(g) for g in greedy]
         scale = torch.tensor([t if t > 0 else 1.0 for t in temps],
@@ -547,6 +560,11 @@ class TransformersEngine:
                 p = torch.zeros_like(p).scatter(-1, order, sorted_p * keep)
             out.append(int(torch.multinomial(p, 1, generator=row.generator)))
         return out
+
+    def _copy_biased(self, row: _Row, logits: Any, bias: copying.CopyBias) -> int:
+        if row.prompt_array is None:
+            row.prompt_array = np.asarray(row.input_ids, dtype=np.int64)
+        return copying.next_token(logits, row.prompt_array, row.generated, bias, self._marks)
 
     def _advance(self, row: _Row, token: int) -> None:
         if row.cancelled.is_set():

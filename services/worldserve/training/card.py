@@ -14,9 +14,13 @@ from typing import Any
 import yaml
 
 from worldserve.domains.modelcard import CARD_FILE
+from worldserve.modelserver.copying import CopyBias, to_mapping
 
 DOMAINS = ["TERMINAL", "MCP"]
 VERSION = "6"
+# How the engine decodes this family of checkpoints (min_match and margin chosen on 184
+# validation turns outside the reported held-out set: docs/MODEL.md, "Copy bias").
+COPY_BIAS = CopyBias(min_match=3, margin=2.0)
 
 
 def write(out: Path, training: dict[str, Any]) -> None:
@@ -30,6 +34,7 @@ def write(out: Path, training: dict[str, Any]) -> None:
             "name": "worldserve-tiny-moe",
             "version": VERSION,
             "domains": DOMAINS,
+            "decoding": {"copy_bias": to_mapping(COPY_BIAS)},
             "data": "real executions: bash in a throw-away sandbox, a JSON-RPC tool server "
                     "over HTTP; faults provoked for real (worldserve.training.collect)",
             "training": training,

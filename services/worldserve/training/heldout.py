@@ -18,13 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
-from transformers import PreTrainedTokenizerFast, Qwen3MoeForCausalLM
+from transformers import (
+    LogitsProcessor,
+    LogitsProcessorList,
+    PreTrainedTokenizerFast,
+    Qwen3MoeForCausalLM,
+)
 
+from worldserve.domains import modelcard
 from worldserve.domains.chat import render_chat
 from worldserve.domains.parsing import parse_completion
 from worldserve.evaluation import metrics
 from worldserve.evaluation.metrics import token_f1
+from worldserve.modelserver import copying
 from worldserve.training.categories import category_of
 from worldserve.training.collect import Episode, Turn
 from worldserve.training.sequence import messages_for
@@ -50,10 +58,30 @@ def fault_visible(turn: Turn, predicted: str) -> bool:
     return metrics.fault_visible(turn.fault, predicted, turn.observation, turn.normal)
 
 
+class CopyBiasProcessor(LogitsProcessor):
+    """The serving engine's copy bias (``modelserver.copying``) inside ``model.generate``: each
+    row's greedy choice becomes the token ``copying.next_token`` picks for it."""
+
+    def __init__(self, prompts: list[np.ndarray], width: int, bias: copying.CopyBias,
+                 marks: copying.Markers) -> None:
+        self.prompts, self.width, self.bias, self.marks = prompts, width, bias, marks
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor
+                 ) -> torch.FloatTensor:
+        for row, prompt in enumerate(self.prompts):
+            generated = input_ids[row, self.width:].tolist()
+            pick = copying.next_token(scores[row], prompt, generated, self.bias, self.marks)
+            if pick != int(scores[row].argmax()):
+                scores[row, pick] = scores[row].max() + 1.0
+        return scores
+
+
 @torch.no_grad()
 def generate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, prompts: list[str],
-             batch_size: int = 16, max_new: int = 256, beams: int = 1) -> list[str]:
-    """Greedy completions (or beam search's best), batched by prompt length (left padding)."""
+             batch_size: int = 16, max_new: int = 256, beams: int = 1,
+             copy_bias: copying.CopyBias | None = None) -> list[str]:
+    """Greedy completions (with ``copy_bias`` as the engine applies it; or beam search's best),
+    batched by prompt length (left padding)."""
     model.eval()
     tok.padding_side = "left"
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
@@ -62,7 +90,13 @@ def generate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, prompts: 
         idx = order[start:start + batch_size]
         enc = tok([prompts[i] for i in idx], return_tensors="pt", padding=True,
                   add_special_tokens=False)
-        search = {"num_beams": beams, "early_stopping": True} if beams > 1 else {}
+        search: dict[str, Any] = {"num_beams": beams, "early_stopping": True} if beams > 1 else {}
+        if copy_bias is not None and beams == 1:
+            rows = [np.asarray(ids[mask.bool()].tolist(), dtype=np.int64)
+                    for ids, mask in zip(enc["input_ids"], enc["attention_mask"], strict=True)]
+            marks = copying.markers(tok, {tok.eos_token_id})
+            search["logits_processor"] = LogitsProcessorList([CopyBiasProcessor(
+                rows, enc["input_ids"].shape[1], copy_bias, marks)])
         gen = model.generate(**enc, max_new_tokens=max_new, do_sample=False,
                              eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
                              **search)
@@ -106,10 +140,12 @@ def score(items: list[tuple[Case, str, bool]]) -> dict[str, Any]:
 
 
 def evaluate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, episodes: list[Episode],
-             template: str, beams: int = 1) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+             template: str, beams: int = 1, copy_bias: copying.CopyBias | None = None
+             ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     all_cases = cases(episodes)
     prompts = [render_chat(template, messages_for(c.episode, c.index)) for c in all_cases]
-    texts = generate(model, tok, prompts, batch_size=16 if beams == 1 else 8, beams=beams)
+    texts = generate(model, tok, prompts, batch_size=16 if beams == 1 else 8, beams=beams,
+                     copy_bias=copy_bias)
     items = []
     rows = []
     for case, text in zip(all_cases, texts, strict=True):
@@ -126,14 +162,28 @@ def evaluate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, episodes:
 
 
 def evaluate_checkpoint(model_dir: Path, episodes: list[Episode],
-                        predictions: Path | None = None, beams: int = 1) -> dict[str, Any]:
+                        predictions: Path | None = None, beams: int = 1,
+                        copy_bias: copying.CopyBias | None = None) -> dict[str, Any]:
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = Qwen3MoeForCausalLM.from_pretrained(model_dir)
     template = (model_dir / "chat_template.jinja").read_text()
-    report, rows = evaluate(model, tok, episodes, template, beams)
+    report, rows = evaluate(model, tok, episodes, template, beams, copy_bias)
     if predictions is not None:
         predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return {"overall": report["overall"], "groups": report, "episodes": len(episodes)}
+    return {"overall": report["overall"], "groups": report, "episodes": len(episodes),
+            "decoding": decoding(beams, copy_bias)}
+
+
+def decoding(beams: int, copy_bias: copying.CopyBias | None) -> dict[str, Any]:
+    """How the figures were decoded, as recorded beside them."""
+    if beams > 1:
+        return {"beams": beams}
+    return {"copy_bias": copying.to_mapping(copy_bias)} if copy_bias else {"greedy": True}
+
+
+def card_copy_bias(model_dir: Path) -> copying.CopyBias | None:
+    """The copy bias the checkpoint's model card declares (the engine decodes with it)."""
+    return copying.from_mapping(modelcard.read(model_dir).copy_bias)
 
 
 def table(report: dict[str, Any]) -> str:
@@ -161,9 +211,14 @@ def main() -> None:
     ap.add_argument("--beams", type=int, default=1,
                     help="beam search with this many beams instead of greedy (an experiment: "
                          "the gateway decodes greedily)")
+    ap.add_argument("--decoding", choices=("card", "greedy"), default="card",
+                    help="card: greedy with the copy bias the model card declares, as the engine "
+                         "serves it (default); greedy: plain greedy, as a server without copy "
+                         "bias (vLLM) decodes")
     args = ap.parse_args()
     if args.beams < 1:
         ap.error("--beams must be at least 1")
+    bias = card_copy_bias(args.model) if args.decoding == "card" and args.beams == 1 else None
     data = args.data or args.model / "data" / "heldout_episodes.jsonl"
     episodes = [Episode.from_json(line) for line in data.open()]
     if args.domain:
@@ -175,14 +230,15 @@ def main() -> None:
         tok = PreTrainedTokenizerFast.from_pretrained(args.tokenizer or args.checkpoint.parent / "tokenizer")
         model = make_model(len(tok), tok)
         model.load_state_dict(torch.load(args.checkpoint, weights_only=False)["model"])
-        report, rows = evaluate(model, tok, episodes, CHAT_TEMPLATE, args.beams)
-        result = {"overall": report["overall"], "groups": report, "episodes": len(episodes)}
+        report, rows = evaluate(model, tok, episodes, CHAT_TEMPLATE, args.beams, bias)
+        result = {"overall": report["overall"], "groups": report, "episodes": len(episodes),
+                  "decoding": decoding(args.beams, bias)}
         if args.predictions:
             args.predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
     else:
-        result = evaluate_checkpoint(args.model, episodes, args.predictions, args.beams)
+        result = evaluate_checkpoint(args.model, episodes, args.predictions, args.beams, bias)
     print(table(result))
-    print(json.dumps(result["overall"]))
+    print(json.dumps({**result["overall"], "decoding": result["decoding"]}))
 
 
 if __name__ == "__main__":

@@ -344,7 +344,8 @@ def train(args: argparse.Namespace, profile: Profile) -> None:
     (data_dir / "heldout_episodes.jsonl").write_text((work / "heldout.jsonl").read_text())
     if not args.skip_eval:
         from worldserve.training.heldout import evaluate_checkpoint
-        report = evaluate_checkpoint(out, held, work / "heldout-predictions.jsonl")
+        report = evaluate_checkpoint(out, held, work / "heldout-predictions.jsonl",
+                                     copy_bias=card.COPY_BIAS)
         (out / "fidelity.json").write_text(json.dumps(report, indent=2) + "\n")
         log(work, f"held-out: {json.dumps(report['overall'])}")
     card.write(out, training)

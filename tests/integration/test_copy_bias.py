@@ -1,0 +1,89 @@
+"""Copy bias on the committed checkpoint: the engine serves what the held-out evaluation measures."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from transformers import PreTrainedTokenizerFast, Qwen3MoeForCausalLM
+
+from worldserve.domains.chat import render_chat
+from worldserve.domains.parsing import parse_completion
+from worldserve.modelserver.contract import GenerationRequest
+from worldserve.modelserver.port import Delta
+from worldserve.modelserver.transformers_engine import TransformersEngine
+from worldserve.settings import DEFAULT_MODEL_DIR
+from worldserve.training import heldout
+from worldserve.training.collect import Episode
+from worldserve.training.sequence import messages_for
+
+pytestmark = pytest.mark.integration
+
+MAX_NEW = 96
+
+
+def held_out_prompts(count: int) -> list[str]:
+    model = Path(DEFAULT_MODEL_DIR)
+    template = (model / "chat_template.jinja").read_text()
+    lines = (model / "data" / "heldout_episodes.jsonl").read_text().splitlines()
+    episodes = [Episode.from_json(line) for line in lines[:count]]
+    return [render_chat(template, messages_for(ep, k)) for ep in episodes
+            for k in range(len(ep.turns))]
+
+
+def served(engine: TransformersEngine, prompt: str, max_tokens: int = MAX_NEW) -> str:
+    parts: list[str] = []
+    done = threading.Event()
+
+    def sink(d: Delta) -> None:
+        parts.append(d.text)
+        if d.finish_reason:
+            done.set()
+
+    engine.submit(GenerationRequest(prompt, max_tokens=max_tokens), sink)
+    assert done.wait(120)
+    return "".join(parts)
+
+
+def test_the_card_declares_copy_bias_and_the_engine_decodes_with_it() -> None:
+    bias = heldout.card_copy_bias(Path(DEFAULT_MODEL_DIR))
+    assert bias is not None
+    prompts = held_out_prompts(4)
+    tok = PreTrainedTokenizerFast.from_pretrained(DEFAULT_MODEL_DIR)
+    model = Qwen3MoeForCausalLM.from_pretrained(DEFAULT_MODEL_DIR)
+    measured = heldout.generate(model, tok, prompts, batch_size=1, max_new=MAX_NEW,
+                                copy_bias=bias)
+    plain = heldout.generate(model, tok, prompts, batch_size=1, max_new=MAX_NEW)
+    engine = TransformersEngine(DEFAULT_MODEL_DIR, "cpu", prefix_cache_bytes=0)
+    off = TransformersEngine(DEFAULT_MODEL_DIR, "cpu", prefix_cache_bytes=0, copy_bias=False)
+    try:
+        assert engine.copy_bias == bias and off.copy_bias is None
+        assert [served(engine, p) for p in prompts] == measured
+        assert [served(off, p) for p in prompts] == plain
+    finally:
+        engine.close()
+        off.close()
+
+
+def test_copy_bias_mends_a_name_that_plain_greedy_garbles() -> None:
+    # Held-out episode 53, turn 2 (words outside the training split): plain greedy answers
+    # {"id": "seragdeck-1", ...}; the bias keeps copying "seraglio" from the prompt.
+    model_dir = Path(DEFAULT_MODEL_DIR)
+    lines = (model_dir / "data" / "heldout_episodes.jsonl").read_text().splitlines()
+    [episode] = [e for e in map(Episode.from_json, lines) if e.index == 53]
+    prompt = render_chat((model_dir / "chat_template.jinja").read_text(),
+                         messages_for(episode, 1))
+    real = episode.turns[1].observation
+    tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    model = Qwen3MoeForCausalLM.from_pretrained(model_dir)
+    bias = heldout.card_copy_bias(model_dir)
+    [plain] = heldout.generate(model, tok, [prompt], batch_size=1)
+    [biased] = heldout.generate(model, tok, [prompt], batch_size=1, copy_bias=bias)
+    assert "seragdeck" in parse_completion(plain).observation
+    assert parse_completion(biased).observation.strip() == real.strip()
+    engine = TransformersEngine(model_dir, "cpu", prefix_cache_bytes=0)
+    try:
+        assert parse_completion(served(engine, prompt, 256)).observation.strip() == real.strip()
+    finally:
+        engine.close()

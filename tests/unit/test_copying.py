@@ -1,0 +1,103 @@
+"""Copy bias (modelserver/copying.py): which tokens it offers, when it overrides greedy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from worldserve.domains import modelcard
+from worldserve.modelserver import copying
+from worldserve.modelserver.copying import CopyBias
+
+BIAS = CopyBias(min_match=2, margin=2.0)
+
+
+def arr(*ids: int) -> np.ndarray:
+    return np.asarray(ids, dtype=np.int64)
+
+
+def test_candidates_follow_the_longest_suffix_found_in_the_prompt() -> None:
+    prompt = arr(1, 2, 3, 40, 9, 2, 3, 50)
+    assert copying.candidates(prompt, [7, 1, 2, 3], BIAS).tolist() == [40]  # 1 2 3 -> 40 only
+    assert copying.candidates(prompt, [7, 8, 2, 3], BIAS).tolist() == [40, 50]  # 2 3: both
+
+
+def test_candidates_need_min_match_tokens_and_a_token_after() -> None:
+    prompt = arr(1, 2, 3, 40)
+    assert copying.candidates(prompt, [9, 3], BIAS).size == 0  # one token of suffix is too short
+    assert copying.candidates(prompt, [1, 2, 3, 40], BIAS).size == 0  # nothing follows 3 40
+    assert copying.candidates(prompt, [], BIAS).size == 0
+    assert copying.candidates(arr(5), [5], CopyBias(min_match=1)).size == 0
+
+
+def test_the_match_may_span_the_prompt_end_and_the_generated_tokens() -> None:
+    prompt = arr(10, 11, 12, 13, 0, 10)  # ends where the answer starts copying 10 11 12 ...
+    assert copying.candidates(prompt, [0, 10, 11], BIAS).tolist() == [12]
+
+
+def logprobs(values: dict[int, float], vocab: int = 60) -> torch.Tensor:
+    t = torch.full((vocab,), -30.0)
+    for k, v in values.items():
+        t[k] = v
+    return t
+
+
+def test_a_candidate_within_the_margin_replaces_greedy_and_one_outside_does_not() -> None:
+    near = logprobs({7: -0.5, 40: -1.5})
+    assert copying.choose(near, 7, arr(40), BIAS) == 40
+    far = logprobs({7: -0.1, 40: -4.0})
+    assert copying.choose(far, 7, arr(40), BIAS) == 7
+    assert copying.choose(near, 7, arr(7, 40), BIAS) == 7  # greedy already copies
+    assert copying.choose(near, 7, arr(), BIAS) == 7
+    assert copying.choose(logprobs({7: -0.5, 40: -1.9, 50: -1.0}), 7, arr(40, 50), BIAS) == 50
+
+
+OPEN, CLOSE = 58, 5
+MARKS = copying.Markers(OPEN, frozenset({CLOSE}))
+
+
+def test_next_token_copies_inside_the_observation_but_never_ends_it() -> None:
+    prompt = arr(1, 2, 3, 40)
+    logits = logprobs({CLOSE: 1.0, 40: 0.5})  # the closing tag, or what the prompt continues
+    assert copying.next_token(logits, prompt, [OPEN, 1, 2, 3], BIAS, MARKS) == CLOSE
+    unguarded = copying.Markers(OPEN, frozenset())
+    assert copying.next_token(logits, prompt, [OPEN, 1, 2, 3], BIAS, unguarded) == 40
+    assert copying.next_token(logits, prompt, [OPEN, 8, 8], BIAS, unguarded) == CLOSE
+
+
+def test_next_token_leaves_the_reasoning_and_the_observations_start_alone() -> None:
+    prompt = arr(OPEN, 1, 2, 3, 40)  # an earlier observation in the prompt
+    logits = logprobs({7: 1.0, 40: 0.5})
+    unguarded = copying.Markers(OPEN, frozenset())
+    # before the observation opens (the reasoning): no bias, whatever matches
+    assert copying.next_token(logits, prompt, [1, 2, 3], BIAS, unguarded) == 7
+    # the match may not reach back over the opening tag: [OPEN, 1] is one token of body
+    assert copying.next_token(logits, arr(OPEN, 1, 40), [OPEN, 1], BIAS, unguarded) == 7
+    assert copying.next_token(logits, prompt, [9, OPEN, 2, 3], BIAS, unguarded) == 40
+    # a tokenizer without a one-token opening tag gets plain greedy
+    no_tag = copying.Markers(None, frozenset())
+    assert copying.next_token(logits, prompt, [OPEN, 2, 3], BIAS, no_tag) == 7
+
+
+def test_card_mapping_round_trips_and_rejects_bad_fields() -> None:
+    assert copying.from_mapping(None) is None
+    assert copying.from_mapping(copying.to_mapping(BIAS)) == BIAS
+    assert copying.from_mapping({}) == CopyBias()
+    with pytest.raises(ValueError, match="unknown"):
+        copying.from_mapping({"min_match": 3, "temperature": 1})
+    with pytest.raises(ValueError):
+        copying.from_mapping({"min_match": 0})
+    with pytest.raises(ValueError):
+        copying.from_mapping({"margin": -1})
+
+
+def test_the_model_card_carries_the_copy_bias() -> None:
+    card = modelcard.parse("---\nworldserve:\n  domains: [TERMINAL]\n  decoding:\n"
+                           "    copy_bias: {min_match: 4, margin: 1.5}\n---\n")
+    assert copying.from_mapping(card.copy_bias) == CopyBias(min_match=4, margin=1.5)
+    assert modelcard.parse("---\nworldserve:\n  domains: [MCP]\n---\n").copy_bias is None
+    with pytest.raises(ValueError, match="decoding"):
+        modelcard.parse("---\nworldserve:\n  decoding: [1, 2]\n---\n")
+    with pytest.raises(ValueError, match="copy_bias"):
+        modelcard.parse("---\nworldserve:\n  decoding: {copy_bias: 3}\n---\n")
