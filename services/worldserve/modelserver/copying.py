@@ -65,8 +65,9 @@ def to_mapping(bias: CopyBias) -> dict[str, object]:
 def candidates(prompt: np.ndarray, tail: Sequence[int], bias: CopyBias) -> np.ndarray:
     """Tokens that followed, in ``prompt``, the longest suffix of ``tail`` found there.
 
-    ``tail`` is the sequence so far (its last ``max_match`` tokens are enough); empty when no
-    suffix of at least ``min_match`` tokens occurs with a token after it."""
+    ``tail`` is what the match may use (the observation generated so far; its last
+    ``max_match`` tokens are enough): no suffix reaches further back. Empty when no suffix of at
+    least ``min_match`` tokens occurs with a token after it."""
     if not len(tail) or len(prompt) < 2:
         return np.empty(0, dtype=prompt.dtype)
     ends = np.flatnonzero(prompt[:-1] == tail[-1])  # positions where a match ends
