@@ -27,21 +27,17 @@ import torch
 from common import machine
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from worldserve.domains.chat import render_chat
 from worldserve.modelserver.contract import GenerationRequest
 from worldserve.modelserver.port import Delta
 from worldserve.modelserver.transformers_engine import TransformersEngine
 from worldserve.settings import DEFAULT_MODEL_DIR
-from worldserve.training.collect import Episode
-from worldserve.training.sequence import messages_for
+from worldserve.training import heldout
 
 
 def held_out_prompts(model_dir: Path, count: int) -> list[str]:
-    template = (model_dir / "chat_template.jinja").read_text()
-    episodes = [Episode.from_json(line)
-                for line in (model_dir / "data" / "heldout_episodes.jsonl").open()]
-    prompts = [render_chat(template, messages_for(ep, k)) for ep in episodes
-               for k in range(len(ep.turns))]
+    """``count`` prompts spread evenly over the checkpoint's held-out turns."""
+    prompts = heldout.turn_prompts((model_dir / "chat_template.jinja").read_text(),
+                                   heldout.shipped_episodes(model_dir))
     step = max(1, len(prompts) // count)
     return prompts[::step][:count]
 

@@ -8,28 +8,16 @@ from pathlib import Path
 import pytest
 from transformers import PreTrainedTokenizerFast, Qwen3MoeForCausalLM
 
-from worldserve.domains.chat import render_chat
 from worldserve.domains.parsing import parse_completion
 from worldserve.modelserver.contract import GenerationRequest
 from worldserve.modelserver.port import Delta
 from worldserve.modelserver.transformers_engine import TransformersEngine
 from worldserve.settings import DEFAULT_MODEL_DIR
 from worldserve.training import heldout
-from worldserve.training.collect import Episode
-from worldserve.training.sequence import messages_for
 
 pytestmark = pytest.mark.integration
 
 MAX_NEW = 96
-
-
-def held_out_prompts(count: int) -> list[str]:
-    model = Path(DEFAULT_MODEL_DIR)
-    template = (model / "chat_template.jinja").read_text()
-    lines = (model / "data" / "heldout_episodes.jsonl").read_text().splitlines()
-    episodes = [Episode.from_json(line) for line in lines[:count]]
-    return [render_chat(template, messages_for(ep, k)) for ep in episodes
-            for k in range(len(ep.turns))]
 
 
 def served(engine: TransformersEngine, prompt: str, max_tokens: int = MAX_NEW) -> str:
@@ -49,7 +37,9 @@ def served(engine: TransformersEngine, prompt: str, max_tokens: int = MAX_NEW) -
 def test_the_card_declares_copy_bias_and_the_engine_decodes_with_it() -> None:
     bias = heldout.card_copy_bias(Path(DEFAULT_MODEL_DIR))
     assert bias is not None
-    prompts = held_out_prompts(4)
+    model_dir = Path(DEFAULT_MODEL_DIR)
+    prompts = heldout.turn_prompts((model_dir / "chat_template.jinja").read_text(),
+                                   heldout.shipped_episodes(model_dir)[:4])
     tok = PreTrainedTokenizerFast.from_pretrained(DEFAULT_MODEL_DIR)
     model = Qwen3MoeForCausalLM.from_pretrained(DEFAULT_MODEL_DIR)
     measured = heldout.generate(model, tok, prompts, batch_size=1, max_new=MAX_NEW,
@@ -70,10 +60,8 @@ def test_copy_bias_mends_a_name_that_plain_greedy_garbles() -> None:
     # Held-out episode 53, turn 2 (words outside the training split): plain greedy answers
     # {"id": "seragdeck-1", ...}; the bias keeps copying "seraglio" from the prompt.
     model_dir = Path(DEFAULT_MODEL_DIR)
-    lines = (model_dir / "data" / "heldout_episodes.jsonl").read_text().splitlines()
-    [episode] = [e for e in map(Episode.from_json, lines) if e.index == 53]
-    prompt = render_chat((model_dir / "chat_template.jinja").read_text(),
-                         messages_for(episode, 1))
+    [episode] = [e for e in heldout.shipped_episodes(model_dir) if e.index == 53]
+    prompt = heldout.turn_prompts((model_dir / "chat_template.jinja").read_text(), [episode])[1]
     real = episode.turns[1].observation
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = Qwen3MoeForCausalLM.from_pretrained(model_dir)

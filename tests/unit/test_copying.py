@@ -101,3 +101,17 @@ def test_the_model_card_carries_the_copy_bias() -> None:
         modelcard.parse("---\nworldserve:\n  decoding: [1, 2]\n---\n")
     with pytest.raises(ValueError, match="copy_bias"):
         modelcard.parse("---\nworldserve:\n  decoding: {copy_bias: 3}\n---\n")
+
+
+def test_next_token_given_the_greedy_token_decides_as_it_would_alone() -> None:
+    # The engine passes the argmax it has already taken; the choice must not change.
+    prompt = arr(OPEN, 1, 2, 3, 40, CLOSE)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        logits = torch.randn(64, generator=gen)
+        logits[40] = logits.max() - float(torch.rand(1, generator=gen)) * 3  # near greedy or not
+        for generated in ([OPEN, 1, 2, 3], [OPEN, 2, 3], [1, 2, 3]):
+            alone = copying.next_token(logits, prompt, generated, BIAS, MARKS)
+            given = copying.next_token(logits, prompt, generated, BIAS, MARKS,
+                                       int(logits.argmax()))
+            assert given == alone

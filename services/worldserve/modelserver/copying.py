@@ -113,10 +113,12 @@ def markers(tokenizer: Any, eos_ids: Collection[int]) -> Markers:
 
 
 def next_token(logits: torch.Tensor, prompt: np.ndarray, generated: Sequence[int],
-               bias: CopyBias, marks: Markers) -> int:
+               bias: CopyBias, marks: Markers, greedy: int | None = None) -> int:
     """Greedy with copy bias for one row: ``logits`` are its next-token logits, ``generated``
-    the tokens it has generated so far."""
-    greedy = int(logits.argmax())
+    the tokens it has generated so far, ``greedy`` the argmax of ``logits`` where the caller
+    has it already (else it is taken here)."""
+    if greedy is None:
+        greedy = int(logits.argmax())
     if greedy in marks.protected or marks.opening is None:
         return greedy
     body = _observation_body(generated, marks.opening)

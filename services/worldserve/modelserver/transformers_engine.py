@@ -542,7 +542,8 @@ class TransformersEngine:
         if self.copy_bias is not None:
             for i, row in enumerate(rows):
                 if temps[i] <= 0:
-                    greedy[i] = self._copy_biased(row, logits[i], self.copy_bias)
+                    greedy[i] = self._copy_biased(row, logits[i], int(greedy[i]),
+                                                  self.copy_bias)
         if all(t <= 0 for t in temps):
             return [int(g) for g in greedy]
         scale = torch.tensor([t if t > 0 else 1.0 for t in temps],
@@ -561,10 +562,11 @@ class TransformersEngine:
             out.append(int(torch.multinomial(p, 1, generator=row.generator)))
         return out
 
-    def _copy_biased(self, row: _Row, logits: Any, bias: copying.CopyBias) -> int:
+    def _copy_biased(self, row: _Row, logits: Any, greedy: int, bias: copying.CopyBias) -> int:
         if row.prompt_array is None:
             row.prompt_array = np.asarray(row.input_ids, dtype=np.int64)
-        return copying.next_token(logits, row.prompt_array, row.generated, bias, self._marks)
+        return copying.next_token(logits, row.prompt_array, row.generated, bias, self._marks,
+                                  greedy)
 
     def _advance(self, row: _Row, token: int) -> None:
         if row.cancelled.is_set():

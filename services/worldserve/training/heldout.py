@@ -37,6 +37,8 @@ from worldserve.training.categories import category_of
 from worldserve.training.collect import Episode, Turn
 from worldserve.training.sequence import messages_for
 
+HELDOUT_FILE = Path("data") / "heldout_episodes.jsonl"  # inside a checkpoint directory
+
 
 @dataclass(frozen=True)
 class Case:
@@ -51,6 +53,16 @@ class Case:
 
 def cases(episodes: list[Episode]) -> list[Case]:
     return [Case(ep, k, category_of(ep, k)) for ep in episodes for k in range(len(ep.turns))]
+
+
+def shipped_episodes(model_dir: Path) -> list[Episode]:
+    """The held-out episodes a checkpoint ships with (``data/heldout_episodes.jsonl``)."""
+    return [Episode.from_json(line) for line in (model_dir / HELDOUT_FILE).open()]
+
+
+def turn_prompts(template: str, episodes: list[Episode]) -> list[str]:
+    """The prompt the gateway renders for every turn of ``episodes``, in order (``cases``)."""
+    return [render_chat(template, messages_for(c.episode, c.index)) for c in cases(episodes)]
 
 
 def fault_visible(turn: Turn, predicted: str) -> bool:
@@ -143,7 +155,7 @@ def evaluate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, episodes:
              template: str, beams: int = 1, copy_bias: copying.CopyBias | None = None
              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     all_cases = cases(episodes)
-    prompts = [render_chat(template, messages_for(c.episode, c.index)) for c in all_cases]
+    prompts = turn_prompts(template, episodes)
     texts = generate(model, tok, prompts, batch_size=16 if beams == 1 else 8, beams=beams,
                      copy_bias=copy_bias)
     items = []
@@ -201,7 +213,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", type=Path, default=Path("models/worldserve-tiny-moe"))
     ap.add_argument("--data", type=Path, default=None,
-                    help="held-out episodes (default <model>/data/heldout_episodes.jsonl)")
+                    help=f"held-out episodes (default <model>/{HELDOUT_FILE})")
     ap.add_argument("--checkpoint", type=Path, default=None,
                     help="a training checkpoint.pt to load into --model's architecture")
     ap.add_argument("--tokenizer", type=Path, default=None, help="with --checkpoint")
@@ -219,8 +231,8 @@ def main() -> None:
     if args.beams < 1:
         ap.error("--beams must be at least 1")
     bias = card_copy_bias(args.model) if args.decoding == "card" and args.beams == 1 else None
-    data = args.data or args.model / "data" / "heldout_episodes.jsonl"
-    episodes = [Episode.from_json(line) for line in data.open()]
+    episodes = ([Episode.from_json(line) for line in args.data.open()] if args.data
+                else shipped_episodes(args.model))
     if args.domain:
         episodes = [e for e in episodes if e.domain == args.domain.upper()]
     if args.limit:
