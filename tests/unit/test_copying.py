@@ -115,3 +115,24 @@ def test_next_token_given_the_greedy_token_decides_as_it_would_alone() -> None:
             given = copying.next_token(logits, prompt, generated, BIAS, MARKS,
                                        int(logits.argmax()))
             assert given == alone
+
+
+def reference_candidates(prompt: list[int], tail: list[int], bias: CopyBias) -> list[int]:
+    """Brute force: the tokens after every occurrence of the longest suffix of ``tail`` (up to
+    ``max_match``) that occurs in ``prompt`` with a token after it."""
+    for k in range(min(bias.max_match, len(tail)), bias.min_match - 1, -1):
+        suffix = tail[-k:]
+        after = {prompt[i + k] for i in range(len(prompt) - k) if prompt[i:i + k] == suffix}
+        if after:
+            return sorted(after)
+    return []
+
+
+def test_candidates_agree_with_a_brute_force_search() -> None:
+    rng = np.random.default_rng(0)
+    for bias in (CopyBias(min_match=1, max_match=4), BIAS, CopyBias(min_match=3, max_match=6)):
+        for _ in range(300):
+            prompt = rng.integers(0, 4, size=int(rng.integers(2, 40))).tolist()
+            tail = rng.integers(0, 4, size=int(rng.integers(1, 10))).tolist()
+            got = copying.candidates(arr(*prompt), tail, bias).tolist()
+            assert got == reference_candidates(prompt, tail, bias), (prompt, tail, bias)

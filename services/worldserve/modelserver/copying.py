@@ -73,6 +73,8 @@ def candidates(prompt: np.ndarray, tail: Sequence[int], bias: CopyBias) -> np.nd
     ends = np.flatnonzero(prompt[:-1] == tail[-1])  # positions where a match ends
     k = 1
     while ends.size and k < bias.max_match and k < len(tail):
+        if ends.size == 1 and k >= bias.min_match:
+            break  # one match left: a longer suffix would keep it or fail, same candidate
         longer = ends[ends >= k]
         longer = longer[prompt[longer - k] == tail[-1 - k]]
         if not longer.size:
