@@ -13,6 +13,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "worldserve-tiny-moe"
+# The committed checkpoint as name@version (its model card's name and version; a unit test
+# holds the two together).
+DEFAULT_MODEL_VERSION = "worldserve-tiny-moe@6"
 
 
 class Settings(BaseSettings):
@@ -196,7 +199,7 @@ class Settings(BaseSettings):
         "checkpoint's tokenizer.json, before any model time); the model server checks each "
         "prompt exactly.")
     model_version_label: str = Field(
-        "worldserve-tiny-moe@6", description="Version recorded on each turn (name@version)."
+        DEFAULT_MODEL_VERSION, description="Version recorded on each turn (name@version)."
     )
     model_dir: Path = Field(DEFAULT_MODEL_DIR, description="Checkpoint directory (HF layout).")
     model_domains: list[str] = Field(

@@ -22,7 +22,7 @@ from worldserve.evaluation.dataset import load
 from worldserve.evaluation.judge import Judge
 from worldserve.evaluation.runner import PREDICTIONS, run
 from worldserve.sdk import AsyncClient
-from worldserve.settings import DEFAULT_MODEL_DIR, Settings
+from worldserve.settings import DEFAULT_MODEL_DIR, DEFAULT_MODEL_VERSION, Settings
 
 pytestmark = pytest.mark.integration
 FIXTURE = DEFAULT_MODEL_DIR / "data" / "agentworldbench"
@@ -33,17 +33,17 @@ async def test_real_model_run_resumes_without_duplicates(make_settings, redis_ur
     samples = load(FIXTURE)[:4] + load(FIXTURE)[-4:]  # both domains
     async with running_gateway(make_settings(), redis_url) as gw, \
             AsyncClient(f"127.0.0.1:{gw.port}", api_key=TEST_KEY) as client:
-        first = await run(samples[:5], client, "worldserve-tiny-moe@6", tmp_path, max_tokens=160)
+        first = await run(samples[:5], client, DEFAULT_MODEL_VERSION, tmp_path, max_tokens=160)
         assert len(first.rows) == 5 and first.skipped == 0 and not first.failed
         with (tmp_path / PREDICTIONS).open("a") as f:
             f.write('{"id": "cut by a cra')  # an interrupted write
-        second = await run(samples, client, "worldserve-tiny-moe@6", tmp_path, max_tokens=160)
+        second = await run(samples, client, DEFAULT_MODEL_VERSION, tmp_path, max_tokens=160)
     assert second.skipped == 5 and len(second.rows) == 8 and not second.failed
     ids = [json.loads(line)["id"] for line in (tmp_path / PREDICTIONS).read_text().splitlines()
            if line.startswith('{"id": "') and line.endswith("}")]
     assert sorted(ids) == sorted(s.sample_id for s in samples)  # each once
     row = second.rows[-1]
-    assert row["format_valid"] and row["model_version"] == "worldserve-tiny-moe@6"
+    assert row["format_valid"] and row["model_version"] == DEFAULT_MODEL_VERSION
     assert set(row["scores"]) >= {"exact_match", "token_f1", "rouge_l", "format_valid"}
 
 

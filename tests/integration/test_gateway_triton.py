@@ -13,6 +13,7 @@ from tests.conftest import OTHER_KEY, TEST_KEY
 from tests.integration.helpers import auth, code_of, running_gateway, stub_for
 from worldserve.dev.services import free_port
 from worldserve.sdk import AsyncClient, NotFound, ObservationDelta, StepResult
+from worldserve.settings import DEFAULT_MODEL_VERSION
 from worldserve.v1 import simulator_pb2 as pb
 
 pytestmark = pytest.mark.integration
@@ -43,7 +44,7 @@ async def test_create_stream_step_close(make_settings, redis_url) -> None:  # ty
         assert streamed == final.observation
         assert final.usage.input_tokens > 0 and final.usage.output_tokens > 0
         assert 0 < final.usage.reasoning_tokens < final.usage.output_tokens
-        assert final.model_version == "worldserve-tiny-moe@6"
+        assert final.model_version == DEFAULT_MODEL_VERSION
         second = await client.step(session.session_id, "pwd", expected_turn=1)
         assert second.turn == 2 and not second.replayed
         info = await client.get_session(session.session_id, include_turns=True)

@@ -6,7 +6,7 @@ import pytest
 
 from worldserve.domains import modelcard
 from worldserve.routing.choice import Entry
-from worldserve.settings import DEFAULT_MODEL_DIR
+from worldserve.settings import DEFAULT_MODEL_DIR, DEFAULT_MODEL_VERSION, Settings
 
 
 def test_a_card_declares_its_domains() -> None:
@@ -39,6 +39,12 @@ def test_the_committed_default_model_serves_terminal_and_mcp_only() -> None:
     card = modelcard.read(DEFAULT_MODEL_DIR)
     assert card.domains == ("TERMINAL", "MCP")
     assert card.name == "worldserve-tiny-moe" and card.version
+
+
+def test_the_default_version_label_is_the_committed_cards_name_and_version() -> None:
+    card = modelcard.read(DEFAULT_MODEL_DIR)
+    assert f"{card.name}@{card.version}" == DEFAULT_MODEL_VERSION
+    assert Settings.model_fields["model_version_label"].default == DEFAULT_MODEL_VERSION
 
 
 def test_registry_entries_carry_domains() -> None:

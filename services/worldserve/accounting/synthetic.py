@@ -14,6 +14,7 @@ import redis
 from worldserve.keyspace import Keyspace
 from worldserve.quota.events import UsageEvent
 from worldserve.quota.lua import SETTLE_LUA
+from worldserve.settings import DEFAULT_MODEL_VERSION
 
 DOMAINS = ("MCP", "SEARCH", "TERMINAL", "SWE", "WEB", "OS", "ANDROID")
 
@@ -22,7 +23,7 @@ def make_event(tenant: str, i: int, now: float | None = None) -> UsageEvent:
     ended = time.time() if now is None else now
     return UsageEvent(
         event_id=uuid.uuid4().hex, tenant=tenant, session_id=f"s_synthetic_{i % 97}",
-        model_version="worldserve-tiny-moe@6", domain=DOMAINS[i % len(DOMAINS)],
+        model_version=DEFAULT_MODEL_VERSION, domain=DOMAINS[i % len(DOMAINS)],
         input_tokens=200 + i % 50, output_tokens=40 + i % 30, reasoning_tokens=i % 20,
         latency_ms=150, fault_kind="timeout" if i % 10 == 0 else "", started_at=ended - 0.15,
         ended_at=ended)

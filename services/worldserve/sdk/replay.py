@@ -1,6 +1,6 @@
 """Replay: re-simulate a recorded session's actions against another model version, turn by turn.
 
-    report = replay(client, "s_…", model="worldserve-tiny-moe@6")
+    report = replay(client, "s_…", model="qwen-agentworld@2")
     for d in report.diffs: print(d.turn, d.exact, d.similarity)
 
 The recorded session is read through ``export(format="json")`` (its system prompt, task, state and
