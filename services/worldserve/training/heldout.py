@@ -55,14 +55,25 @@ def cases(episodes: list[Episode]) -> list[Case]:
     return [Case(ep, k, category_of(ep, k)) for ep in episodes for k in range(len(ep.turns))]
 
 
+def read_episodes(path: Path) -> list[Episode]:
+    """Episodes from a JSON-lines file, one per line."""
+    with path.open() as f:
+        return [Episode.from_json(line) for line in f]
+
+
 def shipped_episodes(model_dir: Path) -> list[Episode]:
     """The held-out episodes a checkpoint ships with (``data/heldout_episodes.jsonl``)."""
-    return [Episode.from_json(line) for line in (model_dir / HELDOUT_FILE).open()]
+    return read_episodes(model_dir / HELDOUT_FILE)
+
+
+def case_prompts(template: str, items: list[Case]) -> list[str]:
+    """The prompt the gateway renders for each case's turn, in order."""
+    return [render_chat(template, messages_for(c.episode, c.index)) for c in items]
 
 
 def turn_prompts(template: str, episodes: list[Episode]) -> list[str]:
     """The prompt the gateway renders for every turn of ``episodes``, in order (``cases``)."""
-    return [render_chat(template, messages_for(c.episode, c.index)) for c in cases(episodes)]
+    return case_prompts(template, cases(episodes))
 
 
 def fault_visible(turn: Turn, predicted: str) -> bool:
@@ -82,8 +93,10 @@ class CopyBiasProcessor(LogitsProcessor):
                  ) -> torch.FloatTensor:
         for row, prompt in enumerate(self.prompts):
             generated = input_ids[row, self.width:].tolist()
-            pick = copying.next_token(scores[row], prompt, generated, self.bias, self.marks)
-            if pick != int(scores[row].argmax()):
+            greedy = int(scores[row].argmax())
+            pick = copying.next_token(scores[row], prompt, generated, self.bias, self.marks,
+                                      greedy)
+            if pick != greedy:
                 scores[row, pick] = scores[row].max() + 1.0
         return scores
 
@@ -155,7 +168,7 @@ def evaluate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, episodes:
              template: str, beams: int = 1, copy_bias: copying.CopyBias | None = None
              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     all_cases = cases(episodes)
-    prompts = turn_prompts(template, episodes)
+    prompts = case_prompts(template, all_cases)
     texts = generate(model, tok, prompts, batch_size=16 if beams == 1 else 8, beams=beams,
                      copy_bias=copy_bias)
     items = []
@@ -179,6 +192,15 @@ def evaluate_checkpoint(model_dir: Path, episodes: list[Episode],
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = Qwen3MoeForCausalLM.from_pretrained(model_dir)
     template = (model_dir / "chat_template.jinja").read_text()
+    return fidelity_report(model, tok, episodes, template, predictions, beams, copy_bias)
+
+
+def fidelity_report(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast,
+                    episodes: list[Episode], template: str, predictions: Path | None = None,
+                    beams: int = 1, copy_bias: copying.CopyBias | None = None
+                    ) -> dict[str, Any]:
+    """``evaluate`` as a checkpoint's ``fidelity.json`` records it (every prediction written
+    to ``predictions`` where given)."""
     report, rows = evaluate(model, tok, episodes, template, beams, copy_bias)
     if predictions is not None:
         predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -231,8 +253,7 @@ def main() -> None:
     if args.beams < 1:
         ap.error("--beams must be at least 1")
     bias = card_copy_bias(args.model) if args.decoding == "card" and args.beams == 1 else None
-    episodes = ([Episode.from_json(line) for line in args.data.open()] if args.data
-                else shipped_episodes(args.model))
+    episodes = read_episodes(args.data) if args.data else shipped_episodes(args.model)
     if args.domain:
         episodes = [e for e in episodes if e.domain == args.domain.upper()]
     if args.limit:
@@ -242,11 +263,8 @@ def main() -> None:
         tok = PreTrainedTokenizerFast.from_pretrained(args.tokenizer or args.checkpoint.parent / "tokenizer")
         model = make_model(len(tok), tok)
         model.load_state_dict(torch.load(args.checkpoint, weights_only=False)["model"])
-        report, rows = evaluate(model, tok, episodes, CHAT_TEMPLATE, args.beams, bias)
-        result = {"overall": report["overall"], "groups": report, "episodes": len(episodes),
-                  "decoding": decoding(args.beams, bias)}
-        if args.predictions:
-            args.predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        result = fidelity_report(model, tok, episodes, CHAT_TEMPLATE, args.predictions,
+                                 args.beams, bias)
     else:
         result = evaluate_checkpoint(args.model, episodes, args.predictions, args.beams, bias)
     print(table(result))
