@@ -65,14 +65,16 @@ _FULL = (Stage(episodes=12000, minutes=115.0),
          Stage(episodes=16000, minutes=105.0, seed=1, fault_rate=0.5, lr=1.5e-3),
          Stage(episodes=16000, minutes=85.0, seed=2, fault_rate=0.4, lr=1e-3),
          Stage(episodes=16000, minutes=90.0, seed=3, fault_rate=0.4, lr=1e-3),
-         Stage(episodes=16000, minutes=75.0, seed=5, fault_rate=0.4, lr=1e-3))
+         Stage(episodes=16000, minutes=75.0, seed=5, fault_rate=0.4, lr=1e-3),
+         Stage(episodes=16000, minutes=90.0, seed=7, fault_rate=0.4, lr=3e-4, warmup_steps=50))
 PROFILES = {
     "quick": Profile((Stage(episodes=4000, minutes=20.0),), eval_episodes=40),
     # Stage 1 made worldserve-tiny-moe@2; stage 2 continues it on fresh data (other seed) with
     # half the episodes ending in a fault (@3); stage 3 continues @3 on fresh data again at a
     # lower peak lr (@4); stage 4 continues @4 on data whose states are worded in more of the
     # ways users write them, with paths as a user names them (@5); stage 5 continues @5 on
-    # fresh data of the usual mix (data seed 5; @6, session 10, on a faster CPU; docs/MODEL.md).
+    # fresh data of the usual mix (data seed 5; @6, session 10, on a faster CPU); stage 6
+    # continues @6 on fresh data (seed 7) at a peak lr of 3e-4 (@7, session 14; docs/MODEL.md).
     "full": Profile(_FULL, eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
     # kinds @5 gets wrong (reading, listing, searching, transforming) more often and the writes
