@@ -56,7 +56,7 @@ proto: install           ## regenerate services/worldserve/v1 from protos/
 proto-check: install
 	$(PY) -m pytest -q tests/unit/test_codegen.py
 
-train: install           ## retrain the committed checkpoint (resumable; five stages, ~8 h on 2 cores)
+train: install           ## retrain the committed checkpoint (resumable; six stages, ~10 h on 2 cores)
 	$(PY) -m worldserve.training.train --profile full --out models/worldserve-tiny-moe
 
 train-quick: install     ## a smaller model in .worldserve/model-quick (resumable; < 30 min)
