@@ -1,6 +1,7 @@
 """Benchmark (a): what the gateway adds to a step, against calling Triton directly.
 
     .venv/bin/python bench/gateway_overhead.py [--steps 800] [--rounds 3] [--concurrency 1 8]
+        [--floor] [--uncached]
 
 Processes: one model server (real Triton via PyTriton) with the `instant` engine — a fixed,
 well-formed answer at once, so the model costs nothing and only the path around it is measured —
@@ -16,6 +17,9 @@ concurrency for both paths:
 * floor (with `--floor`): `Step` through the SDK to `bench/hop_floor.py`, a bare gRPC server
   that forwards the same prompt to Triton and answers — one Python hop and nothing else, the
   least any Python gateway on these cores can add.
+* uncached (with `--uncached`): `Step` through a second gateway of the same code with its session
+  tail cache off (`session_tail_cache_mib=0`), so every step loads its session from Redis before
+  reserving (two round trips before the model call instead of one) — the baseline of that cache.
 
 Rounds alternate the paths so machine noise hits them alike; figures are medians over rounds.
 Prints a Markdown table for docs/BENCHMARKS.md.
@@ -92,19 +96,25 @@ def floor_hop(logs: Path, triton_url: str) -> Iterator[str]:
 
 
 async def measure(target: str, triton_url: str, concurrency: int, steps: int, rounds: int,
-                  floor: str | None = None) -> dict[str, dict[str, float]]:
+                  floor: str | None = None, uncached: str | None = None
+                  ) -> dict[str, dict[str, float]]:
     direct = TritonBackend(triton_url, "worldmodel")
     request = triton_request()
     results: dict[str, list[tuple[list[float], float]]] = {"direct": [], "gateway": []}
     if floor is not None:
         results["floor"] = []
+    gateways = {"gateway": target}
+    if uncached is not None:
+        results["uncached"] = []
+        gateways["uncached"] = uncached
 
     async def direct_step(worker: int, i: int) -> None:
         chunks = [c async for c in direct.stream(request, 30.0)]
         assert chunks and chunks[-1].finish_reason == "stop", chunks
 
     async with contextlib.AsyncExitStack() as stack:
-        client = await stack.enter_async_context(AsyncClient(target, KEY))
+        clients = {path: await stack.enter_async_context(AsyncClient(t, KEY))
+                   for path, t in gateways.items()}
         floor_client = (await stack.enter_async_context(AsyncClient(floor, KEY))
                         if floor is not None else None)
 
@@ -119,23 +129,24 @@ async def measure(target: str, triton_url: str, concurrency: int, steps: int, ro
                 await run_round(concurrency, concurrency * 10, floor_step)
         for _ in range(rounds):
             per_worker = steps // concurrency
-            sessions = [[(await client.create_session(
-                "TERMINAL", initial_state="notes.txt, todo.md", max_tokens=64)).session_id
-                for _ in range(-(-per_worker // TURNS))] for _ in range(concurrency)]
-
-            async def gateway_step(worker: int, i: int,
-                                   sessions: list[list[str]] = sessions) -> None:
-                r = await client.step(sessions[worker][i // TURNS], ACTION,
-                                      expected_turn=i % TURNS)
-                assert r.observation == "ok", r
-
             results["direct"].append(await run_round(concurrency, steps, direct_step))
-            results["gateway"].append(await run_round(concurrency, steps, gateway_step))
+            for path, client in clients.items():
+                sessions = [[(await client.create_session(
+                    "TERMINAL", initial_state="notes.txt, todo.md", max_tokens=64)).session_id
+                    for _ in range(-(-per_worker // TURNS))] for _ in range(concurrency)]
+
+                async def gateway_step(worker: int, i: int, sessions: list[list[str]] = sessions,
+                                       client: AsyncClient = client) -> None:
+                    r = await client.step(sessions[worker][i // TURNS], ACTION,
+                                          expected_turn=i % TURNS)
+                    assert r.observation == "ok", r
+
+                results[path].append(await run_round(concurrency, steps, gateway_step))
+                for row in sessions:
+                    for sid in row:
+                        await client.close_session(sid)
             if floor_client is not None:
                 results["floor"].append(await run_round(concurrency, steps, floor_step))
-            for row in sessions:
-                for sid in row:
-                    await client.close_session(sid)
     await direct.aclose()
     out: dict[str, dict[str, float]] = {}
     for path, runs in results.items():
@@ -154,20 +165,29 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--floor", action="store_true",
                         help="also measure a bare gRPC hop in front of Triton (bench/hop_floor.py)")
+    parser.add_argument("--uncached", action="store_true",
+                        help="also measure a second gateway with its session tail cache off "
+                        "(session_tail_cache_mib=0): every step loads its session")
     args = parser.parse_args()
     logs = log_dir("overhead")
     redis = redis_url()
     rows = []
     floors = []
+    uncached_rows = []
     with contextlib.ExitStack() as stack:
         ms = stack.enter_context(model_server(logs, engine="instant"))
         gw = stack.enter_context(gateway(logs, redis, triton_url=ms.url, history_window_turns=4))
         floor = stack.enter_context(floor_hop(logs, ms.url)) if args.floor else None
+        uncached = stack.enter_context(gateway(
+            logs, redis, name="gateway-uncached", triton_url=ms.url, history_window_turns=4,
+            session_tail_cache_mib=0)).target if args.uncached else None
         for c in args.concurrency:
             steps = max(args.steps // c * c, c) if c > 1 else min(args.steps, 400)
-            r = asyncio.run(measure(gw.target, ms.url, c, steps, args.rounds, floor))
+            r = asyncio.run(measure(gw.target, ms.url, c, steps, args.rounds, floor, uncached))
             d, g = r["direct"], r["gateway"]
             rows.append((c, d, g))
+            if "uncached" in r:
+                uncached_rows.append((c, d, r["uncached"]))
             if "floor" in r:
                 floors.append((c, d, r["floor"]))
             print(f"concurrency {c}: direct p50 {d['p50_ms']:.2f} ms, {d['per_s']:.0f}/s; "
@@ -180,6 +200,16 @@ def main() -> None:
         print(f"| {c} | {d['p50_ms']:.2f} / {d['p90_ms']:.2f} | {g['p50_ms']:.2f} / "
               f"{g['p90_ms']:.2f} | {g['p50_ms'] - d['p50_ms']:.2f} | {d['per_s']:.0f} | "
               f"{g['per_s']:.0f} | {g['per_s'] / d['per_s']:.2f}× |")
+    if uncached_rows:
+        print("\nThe same gateway code with its session tail cache off, against the same direct "
+              "runs\n")
+        print("| concurrency | uncached p50 / p90 (ms) | uncached overhead p50 (ms) "
+              "| uncached steps/s | uncached throughput ratio |")
+        print("|---|---|---|---|---|")
+        for c, d, u in uncached_rows:
+            print(f"| {c} | {u['p50_ms']:.2f} / {u['p90_ms']:.2f} | "
+                  f"{u['p50_ms'] - d['p50_ms']:.2f} | {u['per_s']:.0f} | "
+                  f"{u['per_s'] / d['per_s']:.2f}× |")
     if floors:
         print("\nThe floor: a bare gRPC hop (bench/hop_floor.py) against the same direct runs\n")
         print("| concurrency | floor p50 / p90 (ms) | floor overhead p50 (ms) | floor steps/s "

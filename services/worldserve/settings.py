@@ -107,6 +107,11 @@ class Settings(BaseSettings):
     history_window_turns: int = Field(
         4, description="Turns replayed verbatim in the prompt at least; older ones are summarised."
     )
+    session_tail_cache_mib: float = Field(
+        64.0, ge=0, description="Memory a gateway gives to the latest turns of the sessions it "
+        "committed to, so their next step there reads nothing back (checked in the reservation's "
+        "round trip); least recently stepped go first. 0 = off."
+    )
     history_window_stride: int = Field(
         4, ge=1, description="The replayed window moves this many turns at a time (1 = slides every "
         "turn). Between moves consecutive prompts share their prefix, so the model server reuses "

@@ -37,15 +37,16 @@ from worldserve.errors import (
 from worldserve.gateway.generation import Delta, Meter, generate
 from worldserve.observability import metrics
 from worldserve.observability.tracing import tracer
-from worldserve.quota.counters import RedisQuota, Reservation
+from worldserve.quota.counters import RedisQuota, Reservation, ReservationSkipped
 from worldserve.quota.events import UsageEvent
-from worldserve.quota.limits import check_allowed, reservation_tokens
+from worldserve.quota.limits import check_allowed, oversized, reservation_tokens
 from worldserve.routing.router import Router
 from worldserve.sessions.limits import check_labels, utf8_size
 from worldserve.sessions.lineage import base_count, fork_lineage
-from worldserve.sessions.records import Sampling, SessionRecord, TurnRecord
+from worldserve.sessions.records import LoadedSession, Sampling, SessionRecord, TurnRecord
 from worldserve.sessions.rules import Verdict, admit, needs_older
 from worldserve.sessions.store import SessionStore
+from worldserve.sessions.tails import TailCache
 from worldserve.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -102,10 +103,7 @@ class StepContext:
 
     tenant: str
     step: StepInput
-    record: SessionRecord
-    turns: list[TurnRecord]
-    first_index: int
-    count: int  # turns before this one
+    loaded: LoadedSession  # the session as the prompt shows it
     started: float
     deadline: float  # monotonic
     seed: int | None
@@ -118,6 +116,15 @@ class StepContext:
     meter: Meter = dataclasses.field(default_factory=Meter)
     parsed: ParsedCompletion | None = None
 
+    @property
+    def record(self) -> SessionRecord:
+        return self.loaded.record
+
+    @property
+    def count(self) -> int:
+        """Turns before this one."""
+        return self.loaded.turn_count
+
 
 class Simulator:
     def __init__(self, settings: Settings, store: SessionStore, router: Router,
@@ -127,6 +134,9 @@ class Simulator:
         self.router = router
         self.directory = directory
         self.quota = quota
+        self.tails = TailCache(int(settings.session_tail_cache_mib * 2**20),
+                               turns_needed(settings.history_window_turns,
+                                            settings.history_window_stride))
 
     # --- sessions ---
 
@@ -253,6 +263,7 @@ class Simulator:
         return child
 
     async def close_session(self, tenant: str, session_id: str) -> int:
+        self.tails.drop(tenant, session_id)
         count = await self.store.close(tenant, session_id)
         if count is None:
             raise NotFound(f"session {echo(session_id)} not found")
@@ -358,20 +369,40 @@ class Simulator:
 
     async def _admit(self, tenant: str, step: StepInput, timeout_s: float | None, sample: int
                      ) -> StepContext | StepResult:
-        """Load the session, apply the admission rules, reserve the tokens."""
+        """Load the session, apply the admission rules, reserve the tokens.
+
+        A session this gateway committed to last is taken from its tail cache and checked in the
+        reservation's own round trip; if it moved on meanwhile (another gateway, a close), or the
+        rules would refuse the step, the step loads it from Redis and decides on that.
+        """
         self._check_step(step)
-        tail = turns_needed(self.settings.history_window_turns,
-                            self.settings.history_window_stride)
+        cached = self.tails.get(tenant, step.session_id)
+        if cached is not None and not needs_older(step.expected_turn, cached.first_index):
+            admitted = await self._admit_loaded(tenant, step, timeout_s, sample, cached, True)
+            if admitted is not None:
+                return admitted
+            self.tails.drop(tenant, step.session_id)
         with tracer.start_as_current_span("session.load", attributes={"db.system": "redis"}):
-            loaded = await self.store.load(tenant, step.session_id, tail=tail)
+            loaded = await self.store.load(tenant, step.session_id, tail=self.tails.tail)
             if loaded is not None and needs_older(step.expected_turn, loaded.first_index):
                 loaded = await self.store.load(tenant, step.session_id)  # a retry of an old turn
         if loaded is None:
             raise NotFound(f"session {echo(step.session_id)} not found")
+        admitted = await self._admit_loaded(tenant, step, timeout_s, sample, loaded, False)
+        assert admitted is not None
+        return admitted
+
+    async def _admit_loaded(self, tenant: str, step: StepInput, timeout_s: float | None,
+                            sample: int, loaded: LoadedSession, cached: bool
+                            ) -> StepContext | StepResult | None:
+        """The admission of a step on ``loaded``; None when ``cached`` and that is not enough to
+        decide (a refusal, or the session is no longer as the cache shows it)."""
         record, turns, first = loaded.record, loaded.turns, loaded.first_index
         count = loaded.turn_count
         verdict = admit(turns, step.action, step.expected_turn,
                         self.settings.max_turns_per_session, first)
+        if cached and verdict.verdict is not Verdict.APPLY:
+            return None
         if verdict.verdict is Verdict.REPLAY:
             assert verdict.stored is not None
             return StepResult(record.session_id, verdict.stored_index, verdict.stored, True)
@@ -385,19 +416,30 @@ class Simulator:
         too_long = self.router.prompt_limit(record.model_version).refusal(
             prompt, record.sampling.max_tokens)
         if too_long:  # never sent: the model server's time is everyone's
+            if cached:
+                return None  # a refusal that depends on the turns is made on loaded ones
             raise InvalidArgument(too_long)
         limits = await self.directory.limits(tenant)
         check_allowed(limits, tenant, record.model_version, "", record.domain)  # quotas change
         tokens = reservation_tokens(utf8_size(prompt), record.sampling.max_tokens,
                                     self.settings.reserve_bytes_per_token)
+        oversize = oversized(limits, tenant, tokens)
+        if oversize is not None:
+            if cached:
+                return None
+            raise oversize
+        run = self.store.reserve_if_current(record, count) if cached else None
         with tracer.start_as_current_span("quota.reserve", attributes={"db.system": "redis",
                                                                         "worldserve.tokens": tokens}):
-            reservation = await self.quota.reserve(tenant, limits, tokens,
-                                                   self.settings.reservation_lease_s,
-                                                   self.directory.month_tokens)
-        return StepContext(tenant, step, record, turns, first, count, started,
-                           time.monotonic() + timeout, self._seed(record, count + 1, sample),
-                           sample, fault, backend, template, prompt, reservation)
+            try:
+                reservation = await self.quota.reserve(tenant, limits, tokens,
+                                                       self.settings.reservation_lease_s,
+                                                       self.directory.month_tokens, run)
+            except ReservationSkipped:  # only a cached tail's check answers so
+                return None
+        return StepContext(tenant, step, loaded, started, time.monotonic() + timeout,
+                           self._seed(record, count + 1, sample), sample, fault, backend,
+                           template, prompt, reservation)
 
     async def _generate(self, ctx: StepContext) -> AsyncGenerator[StepEvent, None]:
         """The model's answer as deltas; ``ctx.parsed`` holds it, or ModelOutputError."""
@@ -406,7 +448,8 @@ class Simulator:
             if attempt:
                 yield Restart("the model's answer had no complete observation; retrying")
             prompt = ctx.prompt if attempt == 0 else self._prompt(
-                record, ctx.turns, ctx.first_index, ctx.step, True, ctx.fault, ctx.template)
+                record, ctx.loaded.turns, ctx.loaded.first_index, ctx.step, True, ctx.fault,
+                ctx.template)
             text: list[str] = []
             with tracer.start_as_current_span("model.generate", attributes={
                     "worldserve.attempt": attempt, "worldserve.model": record.model_version}):
@@ -454,6 +497,10 @@ class Simulator:
         with tracer.start_as_current_span("session.commit", attributes={"db.system": "redis"}):
             result = await self.store.commit(record, turn, expected,
                                              self.settings.max_turns_per_session, settlement)
+        if result.outcome == "ok":
+            self.tails.committed(ctx.loaded, turn, result.turn_count)
+        else:
+            self.tails.drop(ctx.tenant, record.session_id)
         self._observe(ctx.tenant, record, meter, result.outcome)
         metrics.STEP_SECONDS.labels(record.model_version, record.domain).observe(
             time.time() - ctx.started)

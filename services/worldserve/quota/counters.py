@@ -31,7 +31,7 @@ import redis.asyncio as aioredis
 from worldserve.errors import DatabaseUnavailable, ResourceExhausted, Unavailable
 from worldserve.keyspace import Keyspace
 from worldserve.quota.events import UsageEvent
-from worldserve.quota.limits import TenantLimits, month_of, seconds_to_next_month
+from worldserve.quota.limits import TenantLimits, month_of, oversized, seconds_to_next_month
 from worldserve.quota.lua import RESERVE_LUA, SETTLE_LUA
 from worldserve.redis_guard import guard
 
@@ -52,6 +52,18 @@ class Settlement:
 
     keys: list[str]
     args: list[Any]  # rid, actual tokens, tenant, event json
+
+
+# A script runner for ``RedisQuota.reserve``: (keys, args) -> the script's reply.
+ReserveRunner = Callable[[list[str], list[Any]], Awaitable[Any]]
+
+
+class ReservationSkipped(Exception):
+    """A caller's reservation script answered with a verdict of its own: nothing reserved."""
+
+    def __init__(self, verdict: str) -> None:
+        super().__init__(verdict)
+        self.verdict = verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,20 +100,24 @@ class RedisQuota:
 
     # --- operations ---
 
+    def _run_reserve(self, keys: list[str], args: list[Any]) -> Awaitable[Any]:
+        return self._reserve(keys=keys, args=args)  # type: ignore[no-any-return]
+
     async def reserve(self, tenant: str, limits: TenantLimits, tokens: int, expiry_s: float,
-                      seed_month: Callable[[str, str], Awaitable[int]]) -> Reservation:
+                      seed_month: Callable[[str, str], Awaitable[int]],
+                      run: ReserveRunner | None = None) -> Reservation:
         """Reserve ``tokens`` for one step, or raise ResourceExhausted naming the quota.
 
         ``seed_month(tenant, month)`` gives the tokens PostgreSQL already holds for the month; it
         is called when Redis has no counter for it (new month, new tenant, Redis lost its data).
+        ``run(keys, args)`` runs a caller's script around ``lua.RESERVE_FN`` instead of the plain
+        one (the session store checks its session in the same call); a verdict of its own
+        raises ReservationSkipped: nothing was reserved.
         """
-        for name, value in (("tokens_per_minute", limits.tokens_per_minute),
-                            ("monthly_token_budget", limits.monthly_token_budget)):
-            if value is not None and tokens > value:
-                raise ResourceExhausted(
-                    f"one step may need {tokens} tokens (prompt estimate + max_tokens), more than "
-                    f"the tenant's {name} of {value}; lower sampling.max_tokens",
-                    subject=f"tenant:{tenant}:{name}")
+        refusal = oversized(limits, tenant, tokens)
+        if refusal is not None:
+            raise refusal
+        script = run or self._run_reserve
         q = self._ks.quota(tenant)
         allow_unseeded = 0
         for _ in range(3):
@@ -115,7 +131,7 @@ class RedisQuota:
                                _limit(limits.tokens_per_minute), _limit(limits.monthly_token_budget),
                                max(int(60 - now % 60), 1), int(seconds_to_next_month(now)),
                                allow_unseeded]
-            raw = await guard(lambda: self._reserve(keys=keys, args=args))  # noqa: B023
+            raw = await guard(lambda: script(keys, args))  # noqa: B023
             verdict = bytes(raw[0]).decode()
             if verdict == "ok":
                 self._held[rid] = keys[0]
@@ -131,6 +147,8 @@ class RedisQuota:
                 await guard(lambda: self._r.set(keys[2], total, nx=True,  # noqa: B023
                                                 ex=MONTH_KEY_TTL_S))
                 continue
+            if verdict not in _DENIALS:
+                raise ReservationSkipped(verdict)
             what, field = _DENIALS[verdict]
             raise ResourceExhausted(f"tenant {tenant} reached its {what} quota",
                                     subject=f"tenant:{tenant}:{field}",

@@ -11,7 +11,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from worldserve.errors import PermissionDenied
+from worldserve.errors import PermissionDenied, ResourceExhausted
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,18 @@ def reservation_tokens(prompt_bytes: int, max_tokens: int, bytes_per_token: floa
     (every token covers at least one byte), so the reservation never undershoots one call.
     """
     return math.ceil(prompt_bytes / max(bytes_per_token, 1e-9)) + max_tokens
+
+
+def oversized(limits: TenantLimits, tenant: str, tokens: int) -> ResourceExhausted | None:
+    """The refusal of a step that needs more tokens than a whole quota holds, else None."""
+    for name, value in (("tokens_per_minute", limits.tokens_per_minute),
+                        ("monthly_token_budget", limits.monthly_token_budget)):
+        if value is not None and tokens > value:
+            return ResourceExhausted(
+                f"one step may need {tokens} tokens (prompt estimate + max_tokens), more than "
+                f"the tenant's {name} of {value}; lower sampling.max_tokens",
+                subject=f"tenant:{tenant}:{name}")
+    return None
 
 
 def month_of(ts: float) -> str:

@@ -1,9 +1,12 @@
 """The quota Lua scripts as text (shared by ``quota.counters`` and the session commit)."""
 
-# KEYS: inflight, reserved, used(month), tpm(minute)
-# ARGV: now, rid, expiry, tokens, max_inflight, tpm_limit, budget, tpm_retry_s, month_retry_s,
-#       allow_unseeded (1 = a missing month counter is not an error)   (-1 = no limit)
-RESERVE_LUA = """
+# A Lua function shared by the reserve script and the session store's "reserve if the session
+# is as this gateway last saw it" script (``sessions.store``).
+# k: inflight, reserved, used(month), tpm(minute)
+# a: now, rid, expiry, tokens, max_inflight, tpm_limit, budget, tpm_retry_s, month_retry_s,
+#    allow_unseeded (1 = a missing month counter is not an error)   (-1 = no limit)
+RESERVE_FN = """
+local function reserve(KEYS, ARGV)
 local now = tonumber(ARGV[1])
 local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 for _, rid in ipairs(dead) do
@@ -37,6 +40,11 @@ redis.call('HINCRBY', KEYS[2], '__total', tokens)
 redis.call('INCRBY', KEYS[4], tokens)
 redis.call('EXPIRE', KEYS[4], 120)
 return {'ok', '0'}
+end
+"""
+
+RESERVE_LUA = RESERVE_FN + """
+return reserve(KEYS, ARGV)
 """
 
 # A Lua function shared by the settle script and the session commit script.

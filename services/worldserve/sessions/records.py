@@ -91,3 +91,13 @@ class TurnRecord:
 _SAMPLING_FIELDS = tuple(f.name for f in fields(Sampling))
 _SESSION_FIELDS = tuple(f.name for f in fields(SessionRecord))
 _TURN_FIELDS = tuple(f.name for f in fields(TurnRecord))
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSession:
+    """A session as a step reads it: its record and its latest turns."""
+
+    record: SessionRecord
+    turns: list[TurnRecord]  # empty unless asked for; the latest ones only when a tail was
+    turn_count: int
+    first_index: int = 0  # index of turns[0] in the whole history

@@ -12,6 +12,7 @@ one Redis primary (see docs/TENANCY.md).
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -19,11 +20,11 @@ import redis.asyncio as aioredis
 
 from worldserve.errors import StoreUnavailable
 from worldserve.keyspace import Keyspace
-from worldserve.quota.counters import Settlement
-from worldserve.quota.lua import SETTLE_FN
+from worldserve.quota.counters import ReserveRunner, Settlement
+from worldserve.quota.lua import RESERVE_FN, SETTLE_FN
 from worldserve.redis_guard import guard
 from worldserve.sessions.lineage import base_count
-from worldserve.sessions.records import SessionRecord, TurnRecord
+from worldserve.sessions.records import LoadedSession, SessionRecord, TurnRecord
 
 _ADMIT = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
@@ -80,6 +81,19 @@ end
 return result
 """
 
+# KEYS: meta, turns, <4 reserve keys>. ARGV: turn count, base (inherited turns), <10 reserve args>.
+# A step rendered from the tail this gateway kept (``sessions.tails``) reserves its tokens only if
+# the session is still there with that many turns: one round trip instead of a load and a reserve.
+_RESERVE_IF_CURRENT_BODY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'stale', '0'} end
+if redis.call('LLEN', KEYS[2]) + tonumber(ARGV[2]) ~= tonumber(ARGV[1]) then
+  return {'stale', '0'}
+end
+return reserve({KEYS[3], KEYS[4], KEYS[5], KEYS[6]},
+               {ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10],
+                ARGV[11], ARGV[12]})
+"""
+
 # KEYS: parent meta, tenant index, child meta, parent's set of forks, <referenced turn lists>.
 # ARGV: now, lease expiry, child id, session limit, child json, ttl.
 _FORK = _KEEP_ALIVE_FN + """
@@ -113,14 +127,6 @@ return n
 
 
 @dataclass(frozen=True, slots=True)
-class LoadedSession:
-    record: SessionRecord
-    turns: list[TurnRecord]  # empty unless asked for; the latest ones only when a tail was
-    turn_count: int
-    first_index: int = 0  # index of turns[0] in the whole history
-
-
-@dataclass(frozen=True, slots=True)
 class CommitResult:
     outcome: str  # ok | replay | conflict | limit | missing
     turn_count: int = 0
@@ -135,6 +141,7 @@ class SessionStore(Protocol):
                    tail: int | None = None) -> LoadedSession | None: ...
     async def commit(self, record: SessionRecord, turn: TurnRecord, expected: int | None,
                      max_turns: int, settlement: Settlement | None = None) -> CommitResult: ...
+    def reserve_if_current(self, record: SessionRecord, turn_count: int) -> ReserveRunner: ...
     async def list_ids(self, tenant: str, offset: int, count: int) -> list[str]: ...
     async def fork(self, parent: SessionRecord, child: SessionRecord, limit: int) -> str: ...
     async def forks(self, tenant: str, session_id: str) -> list[str]: ...
@@ -150,6 +157,7 @@ class RedisSessionStore:
         self._commit = client.register_script(SETTLE_FN + _KEEP_ALIVE_FN + _COMMIT_BODY)
         self._fork = client.register_script(_FORK)
         self._close = client.register_script(_CLOSE)
+        self._reserve_if_current = client.register_script(RESERVE_FN + _RESERVE_IF_CURRENT_BODY)
 
     @property
     def client(self) -> aioredis.Redis:
@@ -262,6 +270,18 @@ class RedisSessionStore:
         if outcome == "replay":
             return CommitResult("replay", (expected or 0) + 1, TurnRecord.from_json(raw[1]))
         return CommitResult(outcome, int(raw[1]))
+
+    def reserve_if_current(self, record: SessionRecord, turn_count: int) -> ReserveRunner:
+        """A runner for ``RedisQuota.reserve`` that reserves only while the session exists with
+        ``turn_count`` turns; otherwise nothing is reserved (ReservationSkipped 'stale')."""
+        meta, turns = self._keys(record.tenant, record.session_id)
+        head: list[Any] = [turn_count, base_count(record.lineage)]
+
+        def run(keys: list[str], args: list[Any]) -> Awaitable[Any]:
+            return self._reserve_if_current(  # type: ignore[no-any-return]
+                keys=[meta, turns, *keys], args=[*head, *args])
+
+        return run
 
     async def fork(self, parent: SessionRecord, child: SessionRecord, limit: int) -> str:
         """Store a child that shares the parent's turns: 'ok', 'missing' or 'limit'."""
