@@ -2,9 +2,10 @@
 
 # A Lua function shared by the reserve script and the session store's "reserve if the session
 # is as this gateway last saw it" script (``sessions.store``).
-# k: inflight, reserved, used(month), tpm(minute)
-# a: now, rid, expiry, tokens, max_inflight, tpm_limit, budget, tpm_retry_s, month_retry_s,
-#    allow_unseeded (1 = a missing month counter is not an error)   (-1 = no limit)
+# Its parameters (named KEYS and ARGV, shadowing the script's own):
+# KEYS: inflight, reserved, used(month), tpm(minute)
+# ARGV: now, rid, expiry, tokens, max_inflight, tpm_limit, budget, tpm_retry_s, month_retry_s,
+#       allow_unseeded (1 = a missing month counter is not an error)   (-1 = no limit)
 RESERVE_FN = """
 local function reserve(KEYS, ARGV)
 local now = tonumber(ARGV[1])

@@ -5,8 +5,8 @@ simply does not resolve): a session's meta, its own turns and the forks taken fr
 turns outlive a close), and the tenant's session index (sid -> expiry, for limits and listing).
 
 A fork reads its inherited turns from its ancestors' turn lists (``sessions.lineage``). The
-commit script also touches the quota keys, the usage stream and a fork's ancestors, so it needs
-one Redis primary (see docs/TENANCY.md).
+commit script also touches the quota keys, the usage stream and a fork's ancestors, and the
+reserve-if-current script the quota keys, so they need one Redis primary (see docs/TENANCY.md).
 """
 
 from __future__ import annotations
