@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 WHEELS := $(wildcard /opt/wheels)
 
-.PHONY: install demo up test check lint typecheck importlint proto proto-check train train-quick eval-model clean loadtest
+.PHONY: install demo up test check lint typecheck importlint proto proto-check train train-quick eval-model eval-beyond clean loadtest
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -64,6 +64,10 @@ train-quick: install     ## a smaller model in .worldserve/model-quick (resumabl
 
 eval-model: install      ## held-out fidelity of the committed checkpoint, per command and fault
 	$(PY) -m worldserve.training.heldout --model models/worldserve-tiny-moe
+
+eval-beyond: install     ## the same on real runs of coreutils the model was never taught (per kind)
+	$(PY) -m worldserve.training.heldout --model models/worldserve-tiny-moe --domain TERMINAL \
+		--data models/worldserve-tiny-moe/data/beyond_episodes.jsonl --by-kind
 
 clean:
 	rm -rf .worldserve .pytest_cache .mypy_cache .ruff_cache

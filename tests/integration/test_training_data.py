@@ -150,6 +150,43 @@ def test_a_focused_stage_draws_its_categories_more_often(tmp_path: Path) -> None
     assert share(focused, "writing") < 0.6 * share(plain, "writing")
 
 
+def test_the_coreutils_beyond_the_trained_list_are_drawn_only_when_asked(tmp_path: Path) -> None:
+    trained = terminal.kind_weights()
+    beyond = {k for kinds in terminal.BEYOND.values() for k in kinds}
+    assert not beyond & set(trained)  # the committed stages' data is drawn as it was
+    assert list(trained) == list(terminal.kind_weights(commands="all"))[:len(trained)]
+    assert set(terminal.kind_weights(commands="beyond")) == beyond | set(
+        terminal.CATEGORIES["writing"])
+    assert all(terminal.KIND_CATEGORY[k] in terminal.CATEGORIES for k in beyond)
+    with pytest.raises(ValueError, match="no command set"):
+        collect.collect(tmp_path / "bad.jsonl", 3, seed=1, workers=1, progress=False,
+                        commands="everything")
+    from worldserve.training.train import PROFILES
+    assert all(s.commands == "trained" for s in PROFILES["full"].stages)
+
+    eps = collect.collect(tmp_path / "beyond.jsonl", 40, seed=3, workers=1, progress=False,
+                          fault_rate=0.0, commands="beyond")
+    turns = [t for e in eps if e.domain == "TERMINAL" for t in e.turns]
+    drawn = {t.kind for t in turns}
+    assert drawn <= beyond | set(terminal.CATEGORIES["writing"])
+    assert len(drawn & beyond) >= 20  # most of them, in 40 episodes
+    for t in turns:  # the real outputs are what these commands print
+        words_ = t.action.split()
+        if t.kind == "seq":
+            first, last = (1, int(words_[1])) if len(words_) == 2 else map(int, words_[1:])
+            assert t.observation == "\n".join(str(i) for i in range(first, last + 1))
+        elif t.kind == "expr":
+            a, op, b = int(words_[1]), words_[2].strip("\\"), int(words_[3])
+            assert t.observation == str({"+": a + b, "-": a - b, "*": a * b, "/": a // b,
+                                         "%": a % b}[op])
+        elif t.kind == "cd_missing":
+            assert t.observation.endswith(f"cd: {words_[1]}: No such file or directory")
+        elif t.kind in ("cat_n", "nl") and t.observation:
+            assert t.observation.split("\n")[0].lstrip().startswith("1\t")
+        elif t.kind == "test_f":
+            assert t.observation in ("yes", "no")
+
+
 def test_one_sequence_teaches_every_turn_of_an_episode(tmp_path: Path) -> None:
     ep = collect.collect(tmp_path / "eps.jsonl", 3, seed=1, workers=1, progress=False)[0]
     parts = segments(ep, CHAT_TEMPLATE, 0.1)

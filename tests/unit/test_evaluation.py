@@ -130,3 +130,7 @@ def test_heldout_score_counts_faults_shown_and_faults_made_up() -> None:
     assert overall["exact"] == pytest.approx(2 / 3, abs=1e-4)
     assert overall["fault_visible"] == 1.0  # the injected fault shows …
     assert overall["false_fault"] == 0.5  # … and so does one made up on a clean read
+    by_kind = score([(c, p, True) for c, p in zip(cases([ep]), predicted, strict=True)],
+                    by_kind=True)
+    assert by_kind["TERMINAL/kind:cat"]["n"] == 2 and by_kind["TERMINAL/kind:ls"]["exact"] == 1.0
+    assert "TERMINAL/kind:cat" not in rows  # only when asked

@@ -51,3 +51,9 @@ def test_registry_entries_carry_domains() -> None:
     base = {"model": "m", "version": "1", "endpoint": "h:1"}
     assert Entry.from_dict("m@1", base).domains == modelcard.ALL_DOMAINS
     assert Entry.from_dict("m@1", {**base, "domains": ["mcp"]}).domains == ("MCP",)
+
+
+def test_the_committed_checkpoint_stays_within_60_mb() -> None:
+    """Issue 17's limit, for the checkpoint with its evaluation data (docs/MODEL.md)."""
+    size = sum(p.stat().st_size for p in Path(DEFAULT_MODEL_DIR).rglob("*") if p.is_file())
+    assert size <= 60 * 1000 * 1000

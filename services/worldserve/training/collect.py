@@ -119,9 +119,10 @@ def mcp_episode(index: int, rng: random.Random, vocab: Vocab, server: ToolServer
 
 
 def _episodes(worker: int, workers: int, count: int, seed: int, split: str,
-              first: int, fault_rate: float = FAULT_RATE, focus: Focus = ()) -> Iterator[Episode]:
+              first: int, fault_rate: float = FAULT_RATE, focus: Focus = (),
+              commands: str = "trained") -> Iterator[Episode]:
     server = ToolServer()
-    weights = terminal.kind_weights(dict(focus))  # once per worker, not per episode
+    weights = terminal.kind_weights(dict(focus), commands)  # once per worker, not per episode
     try:
         for index in range(first, count, workers):
             rng = random.Random(f"{seed}:{split}:{index}")
@@ -135,11 +136,12 @@ def _episodes(worker: int, workers: int, count: int, seed: int, split: str,
         server.close()
 
 
-def _work(args: tuple[int, int, int, int, str, int, str, float, Focus]) -> int:
-    worker, workers, count, seed, split, first, path, fault_rate, focus = args
+def _work(args: tuple[int, int, int, int, str, int, str, float, Focus, str]) -> int:
+    worker, workers, count, seed, split, first, path, fault_rate, focus, commands = args
     n = 0
     with open(f"{path}.part{worker}", "a") as fh:
-        for ep in _episodes(worker, workers, count, seed, split, first, fault_rate, focus):
+        for ep in _episodes(worker, workers, count, seed, split, first, fault_rate, focus,
+                            commands):
             fh.write(json.dumps(asdict(ep)) + "\n")
             fh.flush()
             n += 1
@@ -148,12 +150,14 @@ def _work(args: tuple[int, int, int, int, str, int, str, float, Focus]) -> int:
 
 def collect(path: Path, count: int, seed: int, split: str = "train",
             workers: int = 2, progress: bool = True,
-            fault_rate: float = FAULT_RATE, focus: Focus = ()) -> list[Episode]:
+            fault_rate: float = FAULT_RATE, focus: Focus = (),
+            commands: str = "trained") -> list[Episode]:
     """``count`` episodes in ``path`` (JSONL, ordered by index); resumes a partial run.
 
     ``fault_rate``: the share of episodes whose last turn carries a fault. ``focus``: (command
-    category, factor) pairs that scale how often Terminal commands of a category are drawn."""
-    terminal.kind_weights(dict(focus))  # an unknown category fails here, not in a worker
+    category, factor) pairs that scale how often Terminal commands of a category are drawn.
+    ``commands``: which Terminal command kinds are drawn (``terminal.COMMAND_SETS``)."""
+    terminal.kind_weights(dict(focus), commands)  # a bad focus or set fails here, not in a worker
     if path.exists():
         have = [Episode.from_json(line) for line in path.open()]
         if len(have) >= count:
@@ -176,7 +180,8 @@ def collect(path: Path, count: int, seed: int, split: str = "train",
     for w in range(workers):
         mine = [i for i in done if i % workers == w]
         first = max(mine) + workers if mine else w
-        jobs.append((w, workers, count, seed, split, first, str(path), fault_rate, focus))
+        jobs.append((w, workers, count, seed, split, first, str(path), fault_rate, focus,
+                     commands))
     if progress:
         print(f"collecting {count - len(done)} {split} episodes ({len(done)} kept)", flush=True)
     if workers == 1:

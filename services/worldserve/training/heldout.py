@@ -131,13 +131,16 @@ def generate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, prompts: 
     return out
 
 
-def score(items: list[tuple[Case, str, bool]]) -> dict[str, Any]:
-    """Per group: n, exact, token F1, format valid; faults also visible."""
+def score(items: list[tuple[Case, str, bool]], by_kind: bool = False) -> dict[str, Any]:
+    """Per group: n, exact, token F1, format valid; faults also visible. ``by_kind``: a group
+    for each command kind too (``TERMINAL/kind:seq``)."""
     groups: dict[str, list[tuple[Case, str, bool]]] = defaultdict(list)
     for item in items:
         case = item[0]
         groups[f"{case.episode.domain}"].append(item)
         groups[f"{case.episode.domain}/{case.category}"].append(item)
+        if by_kind:
+            groups[f"{case.episode.domain}/kind:{case.turn.kind}"].append(item)
         groups["overall"].append(item)
         if case.category.startswith("fault:"):
             groups["faults"].append(item)
@@ -165,8 +168,8 @@ def score(items: list[tuple[Case, str, bool]]) -> dict[str, Any]:
 
 
 def evaluate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, episodes: list[Episode],
-             template: str, beams: int = 1, copy_bias: copying.CopyBias | None = None
-             ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+             template: str, beams: int = 1, copy_bias: copying.CopyBias | None = None,
+             by_kind: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     all_cases = cases(episodes)
     prompts = case_prompts(template, all_cases)
     texts = generate(model, tok, prompts, batch_size=16 if beams == 1 else 8, beams=beams,
@@ -181,27 +184,30 @@ def evaluate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, episodes:
         items.append((case, predicted, valid))
         rows.append({"episode": case.episode.index, "turn": case.index + 1,
                      "domain": case.episode.domain, "category": case.category,
+                     "kind": case.turn.kind,
                      "action": case.turn.action, "reference": case.turn.observation,
                      "predicted": predicted, "raw": text})
-    return score(items), rows
+    return score(items, by_kind), rows
 
 
 def evaluate_checkpoint(model_dir: Path, episodes: list[Episode],
                         predictions: Path | None = None, beams: int = 1,
-                        copy_bias: copying.CopyBias | None = None) -> dict[str, Any]:
+                        copy_bias: copying.CopyBias | None = None, by_kind: bool = False
+                        ) -> dict[str, Any]:
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = Qwen3MoeForCausalLM.from_pretrained(model_dir)
     template = (model_dir / "chat_template.jinja").read_text()
-    return fidelity_report(model, tok, episodes, template, predictions, beams, copy_bias)
+    return fidelity_report(model, tok, episodes, template, predictions, beams, copy_bias,
+                           by_kind)
 
 
 def fidelity_report(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast,
                     episodes: list[Episode], template: str, predictions: Path | None = None,
-                    beams: int = 1, copy_bias: copying.CopyBias | None = None
-                    ) -> dict[str, Any]:
+                    beams: int = 1, copy_bias: copying.CopyBias | None = None,
+                    by_kind: bool = False) -> dict[str, Any]:
     """``evaluate`` as a checkpoint's ``fidelity.json`` records it (every prediction written
     to ``predictions`` where given)."""
-    report, rows = evaluate(model, tok, episodes, template, beams, copy_bias)
+    report, rows = evaluate(model, tok, episodes, template, beams, copy_bias, by_kind)
     if predictions is not None:
         predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return {"overall": report["overall"], "groups": report, "episodes": len(episodes),
@@ -242,6 +248,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="first N episodes only")
     ap.add_argument("--predictions", type=Path, default=None, help="write every prediction")
     ap.add_argument("--domain", default="", help="TERMINAL or MCP only")
+    ap.add_argument("--by-kind", action="store_true",
+                    help="a row for each command kind too, not only each category")
     ap.add_argument("--beams", type=int, default=1,
                     help="beam search with this many beams instead of greedy (an experiment: "
                          "the gateway decodes greedily)")
@@ -264,9 +272,10 @@ def main() -> None:
         model = make_model(len(tok), tok)
         model.load_state_dict(torch.load(args.checkpoint, weights_only=False)["model"])
         result = fidelity_report(model, tok, episodes, CHAT_TEMPLATE, args.predictions,
-                                 args.beams, bias)
+                                 args.beams, bias, args.by_kind)
     else:
-        result = evaluate_checkpoint(args.model, episodes, args.predictions, args.beams, bias)
+        result = evaluate_checkpoint(args.model, episodes, args.predictions, args.beams, bias,
+                                     args.by_kind)
     print(table(result))
     print(json.dumps({**result["overall"], "decoding": result["decoding"]}))
 

@@ -29,7 +29,23 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "errors": ("missing", "typo", "cat_dir", "mkdir_exists"),
     "other": ("pwd",),
 }
-KIND_CATEGORY = {k: c for c, kinds in CATEGORIES.items() for k in kinds}
+# Common coreutils beyond the trained list: no committed stage drew them (``kind_weights``
+# leaves them out unless asked), so an episode of them measures how a model does on commands it
+# was never taught (docs/MODEL.md, "Commands beyond the trained list"); a later stage may train on
+# them (``commands="all"``).
+BEYOND: dict[str, tuple[str, ...]] = {
+    "listing": ("ls_r", "ls_sort_r", "ls_classify"),
+    "reading": ("cat_n", "nl", "head_default", "tail_default", "tac", "sed_p", "awk_nr"),
+    "counting": ("wc_stdin", "awk_sum", "awk_nf"),
+    "searching": ("grep_l", "grep_o", "grep_w"),
+    "transforming": ("sort_u", "uniq", "rev", "paste_s", "cut_c", "tr_d", "sort_head",
+                     "sed_d", "sed_g"),
+    "arithmetic": ("seq", "expr"),
+    "errors": ("cd_missing", "head_bad", "rmdir_full"),
+    "other": ("basename", "dirname", "test_f"),
+}
+KIND_CATEGORY = {k: c for table in (CATEGORIES, BEYOND) for c, kinds in table.items()
+                 for k in kinds}
 _WEIGHTS = {"ls": 5, "ls_dir": 2, "ls_a": 1, "find": 2, "cat": 7, "cat_two": 2, "head": 2,
             "tail": 2, "wc": 3, "wc_two": 1, "grep_c": 1, "pipe_wc": 1, "grep": 3, "grep_n": 2,
             "grep_i": 1, "grep_v": 1, "sort": 2, "uniq_c": 1, "cut": 1, "tr": 1, "sed": 2,
@@ -37,16 +53,31 @@ _WEIGHTS = {"ls": 5, "ls_dir": 2, "ls_a": 1, "find": 2, "cat": 7, "cat_two": 2, 
             "echo": 1, "echo_new": 4, "echo_append": 3, "printf_new": 1, "mkdir": 2, "cp": 2,
             "mv": 2, "rm": 2, "touch": 1, "missing": 2, "typo": 1, "cat_dir": 1,
             "mkdir_exists": 1, "pwd": 1}
+_BEYOND_WEIGHTS = {k: 1 for kinds in BEYOND.values() for k in kinds}
+COMMAND_SETS = ("trained", "beyond", "all")
 
 
-def kind_weights(focus: Mapping[str, float] | None = None) -> dict[str, float]:
+def kind_weights(focus: Mapping[str, float] | None = None, commands: str = "trained"
+                 ) -> dict[str, float]:
     """Each command kind's draw weight, times its category's factor in ``focus`` (a stage that
-    aims at the kinds the model still gets wrong draws them more often)."""
+    aims at the kinds the model still gets wrong draws them more often).
+
+    ``commands``: "trained" (the kinds every committed stage drew), "beyond" (the coreutils
+    beyond that list, with the writing kinds so that episodes still carry state) or "all"."""
     focus = focus or {}
     unknown = set(focus) - set(CATEGORIES)
     if unknown:
         raise ValueError(f"no command category {sorted(unknown)}; categories: {sorted(CATEGORIES)}")
-    return {k: w * focus.get(KIND_CATEGORY[k], 1.0) for k, w in _WEIGHTS.items()}
+    if commands not in COMMAND_SETS:
+        raise ValueError(f"no command set {commands!r}; sets: {', '.join(COMMAND_SETS)}")
+    base: dict[str, float] = {}
+    if commands == "beyond":
+        base = {k: _WEIGHTS[k] for k in CATEGORIES["writing"]}
+    elif commands in ("trained", "all"):
+        base = dict(_WEIGHTS)
+    if commands in ("beyond", "all"):
+        base |= _BEYOND_WEIGHTS
+    return {k: w * focus.get(KIND_CATEGORY[k], 1.0) for k, w in base.items()}
 
 
 TYPOS = {"ls": ["lss", "sl", "lls"], "cat": ["cta", "caat", "car"], "grep": ["gerp", "grpe"],
@@ -331,6 +362,150 @@ class TerminalEpisode:
 
     def _k_pwd(self, kind: str) -> Command:
         return Command("pwd", kind, "pwd prints the working directory.")
+
+    # -- beyond the trained list (BEYOND) -------------------------------------------------------
+    def _k_ls_r(self, kind: str) -> Command:
+        return Command("ls -r", kind, "ls -r lists the working directory in reverse order.")
+
+    def _k_ls_sort_r(self, kind: str) -> Command:
+        return Command("ls | sort -r", kind, "sort -r reverses the listing.")
+
+    def _k_ls_classify(self, kind: str) -> Command:
+        return Command("ls -F", kind, "ls -F marks directories with a slash.")
+
+    def _k_cat_n(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"cat -n {_q(f)}", kind, f"cat -n numbers the lines of {f}.")
+
+    def _k_nl(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"nl {_q(f)}", kind, f"nl numbers the non-empty lines of {f}.")
+
+    def _k_head_default(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"head {_q(f)}", kind, f"head prints up to 10 lines of {f}.")
+
+    def _k_tail_default(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"tail {_q(f)}", kind, f"tail prints up to the last 10 lines of {f}.")
+
+    def _k_tac(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"tac {_q(f)}", kind, f"tac prints the lines of {f} last first.")
+
+    def _k_sed_p(self, kind: str) -> Command:
+        f, n = self._file(), self.rng.randint(1, 3)
+        return Command(f"sed -n '{n}p' {_q(f)}", kind, f"sed prints line {n} of {f}.")
+
+    def _k_awk_nr(self, kind: str) -> Command:
+        f, n = self._file(), self.rng.randint(1, 3)
+        return Command(f"awk 'NR=={n}' {_q(f)}", kind, f"awk prints line {n} of {f}.")
+
+    def _k_wc_stdin(self, kind: str) -> Command:
+        f, flag = self._file(), self.rng.choice(["-l", "-w", "-c"])
+        return Command(f"wc {flag} < {_q(f)}", kind, "wc counts its input; no name is printed.")
+
+    def _k_awk_sum(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"awk '{{s += $1}} END {{print s}}' {_q(f)}", kind,
+                       "awk adds up the first field of each line.")
+
+    def _k_awk_nf(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"awk '{{print NF}}' {_q(f)}", kind, "awk prints each line's field count.")
+
+    def _k_grep_l(self, kind: str) -> Command:
+        a, b = self._file(), self._file(prefer_recent=False)
+        return Command(f"grep -l {_q(self._line_word(a))} {_q(a)} {_q(b)}", kind,
+                       "grep -l names the files that match.")
+
+    def _k_grep_o(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"grep -o {_q(self._line_word(f))} {_q(f)}", kind,
+                       "grep -o prints each match on its own line.")
+
+    def _k_grep_w(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"grep -w {_q(self._line_word(f))} {_q(f)}", kind,
+                       "grep -w matches whole words only.")
+
+    def _k_sort_u(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"sort -u {_q(f)}", kind, "sort -u orders the lines and drops repeats.")
+
+    def _k_uniq(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"sort {_q(f)} | uniq", kind, "uniq drops repeated adjacent lines.")
+
+    def _k_rev(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"rev {_q(f)}", kind, "rev reverses the characters of each line.")
+
+    def _k_paste_s(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"paste -sd, {_q(f)}", kind, "paste joins the lines with commas.")
+
+    def _k_cut_c(self, kind: str) -> Command:
+        f, n = self._file(), self.rng.randint(2, 6)
+        return Command(f"cut -c 1-{n} {_q(f)}", kind, f"cut keeps the first {n} characters.")
+
+    def _k_tr_d(self, kind: str) -> Command:
+        f = self._file()
+        spec = self.rng.choice(["aeiou", "' '", "0-9"])
+        return Command(f"tr -d {spec} < {_q(f)}", kind, "tr -d deletes those characters.")
+
+    def _k_sort_head(self, kind: str) -> Command:
+        f, n = self._file(), self.rng.randint(1, 2)
+        return Command(f"sort {_q(f)} | head -n {n}", kind, f"The first {n} line(s) in order.")
+
+    def _k_sed_d(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"sed '/{self._line_word(f)}/d' {_q(f)}", kind,
+                       "sed deletes the matching lines.")
+
+    def _k_sed_g(self, kind: str) -> Command:
+        f = self._file()
+        old = self.rng.choice(["a", "e", "o", "s", " "])
+        new = self.rng.choice(["_", "X", "-"])
+        return Command(f"sed 's/{old}/{new}/g' {_q(f)}", kind, "sed replaces every match.")
+
+    def _k_seq(self, kind: str) -> Command:
+        a = self.rng.randint(1, 5)
+        b = a + self.rng.randint(1, 6)
+        return Command(self.rng.choice([f"seq {b}", f"seq {a} {b}"]), kind,
+                       "seq counts up one number a line.")
+
+    def _k_expr(self, kind: str) -> Command:
+        a, b = self.rng.randint(0, 99), self.rng.randint(1, 99)
+        op = self.rng.choice(["+", "-", "\\*", "/", "%"])
+        return Command(f"expr {a} {op} {b}", kind, "expr does integer arithmetic.")
+
+    def _k_cd_missing(self, kind: str) -> Command:
+        return Command(f"cd {_q(self.v.dir_name())}", kind, "That directory does not exist.")
+
+    def _k_head_bad(self, kind: str) -> Command:
+        return Command(f"head -n {self.v.word().lower()} {_q(self._file())}", kind,
+                       "head needs a number of lines.")
+
+    def _k_rmdir_full(self, kind: str) -> Command:
+        full = sorted({f.split("/")[0] for f in self.files if "/" in f})
+        d = self.rng.choice(full) if full else self.v.dir_name()
+        return Command(f"rmdir {_q(d)}", kind, f"rmdir removes {d} only if it is empty.")
+
+    def _k_basename(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"basename {_q(str(self.box.shown / f))}", kind,
+                       "basename strips the directories.")
+
+    def _k_dirname(self, kind: str) -> Command:
+        f = self._file()
+        return Command(f"dirname {_q(str(self.box.shown / f))}", kind,
+                       "dirname strips the last component.")
+
+    def _k_test_f(self, kind: str) -> Command:
+        f = self._file() if self.rng.random() < 0.6 else self.v.file_name()
+        return Command(f"test -f {_q(f)} && echo yes || echo no", kind,
+                       f"test -f checks whether {f} is a file.")
 
     def _k_net(self, kind: str) -> Command:
         host = f"{self.v.word().lower()}.{self.rng.choice(['internal', 'example', 'corp', 'lan'])}"

@@ -52,6 +52,7 @@ class Stage:
     lr: float = 2e-3
     warmup_steps: int = 100
     focus: Focus = ()  # Terminal command categories drawn more (or less) often than usual
+    commands: str = "trained"  # Terminal command kinds drawn (terminal.COMMAND_SETS)
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,9 @@ _FULL = (Stage(episodes=12000, minutes=115.0),
          Stage(episodes=16000, minutes=75.0, seed=5, fault_rate=0.4, lr=1e-3),
          Stage(episodes=16000, minutes=90.0, seed=7, fault_rate=0.4, lr=3e-4, warmup_steps=50))
 PROFILES = {
-    "quick": Profile((Stage(episodes=4000, minutes=20.0),), eval_episodes=40),
+    # The recipe in small, on every command kind there is (those the committed stages drew and
+    # the coreutils beyond them: terminal.BEYOND).
+    "quick": Profile((Stage(episodes=4000, minutes=20.0, commands="all"),), eval_episodes=40),
     # Stage 1 made worldserve-tiny-moe@2; stage 2 continues it on fresh data (other seed) with
     # half the episodes ending in a fault (@3); stage 3 continues @3 on fresh data again at a
     # lower peak lr (@4); stage 4 continues @4 on data whose states are worded in more of the
@@ -85,6 +88,11 @@ PROFILES = {
         focus=(("reading", 2.5), ("listing", 2.0), ("searching", 2.0), ("transforming", 2.0),
                ("counting", 1.5), ("writing", 0.6)))), eval_episodes=120),
 }
+# An experiment (session 17): a seventh stage continues @7 on fresh data that also draws the
+# coreutils beyond the trained list (terminal.BEYOND), at @7's recipe (docs/MODEL.md).
+PROFILES["beyond"] = Profile((*_FULL, Stage(episodes=12000, minutes=60.0, seed=9, fault_rate=0.4,
+                                           lr=3e-4, warmup_steps=50, commands="all")),
+                             eval_episodes=120)
 HELDOUT_SEED = 1_000_003
 
 
@@ -210,10 +218,10 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
     torch.manual_seed(args.seed + index)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     train_eps = collect(sdir / "train.jsonl", stage.episodes, seed=args.seed + stage.seed,
-                        fault_rate=stage.fault_rate, focus=stage.focus)
+                        fault_rate=stage.fault_rate, focus=stage.focus, commands=stage.commands)
     log(work, f"stage {index + 1}: {len(train_eps)} train episodes "
               f"(seed {args.seed + stage.seed}, fault share {stage.fault_rate}, "
-              f"focus {dict(stage.focus) or 'none'})")
+              f"focus {dict(stage.focus) or 'none'}, commands {stage.commands})")
     prev = stage_dir(work, index - 1) / "model" if index else None
     tok_dir = sdir / "tokenizer"
     if (tok_dir / "tokenizer.json").exists():
@@ -290,6 +298,7 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
     record = {"stage": index + 1, "train_episodes": len(train_eps), "data_seed": args.seed + stage.seed,
               "fault_share": stage.fault_rate, "peak_lr": stage.lr,
               **({"focus": dict(stage.focus)} if stage.focus else {}),
+              **({"commands": stage.commands} if stage.commands != "trained" else {}),
               "tokens_per_epoch": total_tokens, "tokens_seen": seen, "steps": step,
               "train_seconds": round(elapsed), "device": device,
               "precision": "bf16" if bf16 else "float32"}
