@@ -88,11 +88,6 @@ PROFILES = {
         focus=(("reading", 2.5), ("listing", 2.0), ("searching", 2.0), ("transforming", 2.0),
                ("counting", 1.5), ("writing", 0.6)))), eval_episodes=120),
 }
-# An experiment (session 17): a seventh stage continues @7 on fresh data that also draws the
-# coreutils beyond the trained list (terminal.BEYOND), at @7's recipe (docs/MODEL.md).
-PROFILES["beyond"] = Profile((*_FULL, Stage(episodes=12000, minutes=60.0, seed=9, fault_rate=0.4,
-                                           lr=3e-4, warmup_steps=50, commands="all")),
-                             eval_episodes=120)
 HELDOUT_SEED = 1_000_003
 
 
