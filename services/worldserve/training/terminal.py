@@ -70,12 +70,9 @@ def kind_weights(focus: Mapping[str, float] | None = None, commands: str = "trai
         raise ValueError(f"no command category {sorted(unknown)}; categories: {sorted(CATEGORIES)}")
     if commands not in COMMAND_SETS:
         raise ValueError(f"no command set {commands!r}; sets: {', '.join(COMMAND_SETS)}")
-    base: dict[str, float] = {}
-    if commands == "beyond":
-        base = {k: _WEIGHTS[k] for k in CATEGORIES["writing"]}
-    elif commands in ("trained", "all"):
-        base = dict(_WEIGHTS)
-    if commands in ("beyond", "all"):
+    base: dict[str, float] = (dict(_WEIGHTS) if commands != "beyond"
+                              else {k: _WEIGHTS[k] for k in CATEGORIES["writing"]})
+    if commands != "trained":
         base |= _BEYOND_WEIGHTS
     return {k: w * focus.get(KIND_CATEGORY[k], 1.0) for k, w in base.items()}
 
@@ -91,6 +88,26 @@ FAULT_KINDS = {
                 "python_arith"),
     "truncated_output": ("cat", "cat_two", "ls", "find", "grep_n", "sort"),
     "network_unreachable": ("net",),
+}
+
+
+# Kinds of BEYOND that are one fixed command on one file ("{f}": a file of the directory, drawn
+# as the other reading commands draw it) or on none: (command, reasoning).
+_TEMPLATES = {
+    "ls_r": ("ls -r", "ls -r lists the working directory in reverse order."),
+    "ls_sort_r": ("ls | sort -r", "sort -r reverses the listing."),
+    "ls_classify": ("ls -F", "ls -F marks directories with a slash."),
+    "cat_n": ("cat -n {f}", "cat -n numbers the lines of {f}."),
+    "nl": ("nl {f}", "nl numbers the non-empty lines of {f}."),
+    "head_default": ("head {f}", "head prints up to 10 lines of {f}."),
+    "tail_default": ("tail {f}", "tail prints up to the last 10 lines of {f}."),
+    "tac": ("tac {f}", "tac prints the lines of {f} last first."),
+    "awk_sum": ("awk '{s += $1} END {print s}' {f}", "awk adds up the first field of each line."),
+    "awk_nf": ("awk '{print NF}' {f}", "awk prints each line's field count."),
+    "sort_u": ("sort -u {f}", "sort -u orders the lines and drops repeats."),
+    "uniq": ("sort {f} | uniq", "uniq drops repeated adjacent lines."),
+    "rev": ("rev {f}", "rev reverses the characters of each line."),
+    "paste_s": ("paste -sd, {f}", "paste joins the lines with commas."),
 }
 
 
@@ -161,7 +178,15 @@ class TerminalEpisode:
         r = self.rng
         if kind is None:
             kind = r.choices(self.kinds, weights=self.weights)[0]
+        if kind in _TEMPLATES:
+            return self._templated(kind, *_TEMPLATES[kind])
         return getattr(self, f"_k_{kind}", self._k_cat)(kind)
+
+    def _templated(self, kind: str, command: str, reasoning: str) -> Command:
+        if "{f}" not in command:
+            return Command(command, kind, reasoning)
+        f = self._file()
+        return Command(command.replace("{f}", _q(f)), kind, reasoning.replace("{f}", f))
 
     # -- listing ----------------------------------------------------------------------------
     def _k_ls(self, kind: str) -> Command:
@@ -364,35 +389,6 @@ class TerminalEpisode:
         return Command("pwd", kind, "pwd prints the working directory.")
 
     # -- beyond the trained list (BEYOND) -------------------------------------------------------
-    def _k_ls_r(self, kind: str) -> Command:
-        return Command("ls -r", kind, "ls -r lists the working directory in reverse order.")
-
-    def _k_ls_sort_r(self, kind: str) -> Command:
-        return Command("ls | sort -r", kind, "sort -r reverses the listing.")
-
-    def _k_ls_classify(self, kind: str) -> Command:
-        return Command("ls -F", kind, "ls -F marks directories with a slash.")
-
-    def _k_cat_n(self, kind: str) -> Command:
-        f = self._file()
-        return Command(f"cat -n {_q(f)}", kind, f"cat -n numbers the lines of {f}.")
-
-    def _k_nl(self, kind: str) -> Command:
-        f = self._file()
-        return Command(f"nl {_q(f)}", kind, f"nl numbers the non-empty lines of {f}.")
-
-    def _k_head_default(self, kind: str) -> Command:
-        f = self._file()
-        return Command(f"head {_q(f)}", kind, f"head prints up to 10 lines of {f}.")
-
-    def _k_tail_default(self, kind: str) -> Command:
-        f = self._file()
-        return Command(f"tail {_q(f)}", kind, f"tail prints up to the last 10 lines of {f}.")
-
-    def _k_tac(self, kind: str) -> Command:
-        f = self._file()
-        return Command(f"tac {_q(f)}", kind, f"tac prints the lines of {f} last first.")
-
     def _k_sed_p(self, kind: str) -> Command:
         f, n = self._file(), self.rng.randint(1, 3)
         return Command(f"sed -n '{n}p' {_q(f)}", kind, f"sed prints line {n} of {f}.")
@@ -404,15 +400,6 @@ class TerminalEpisode:
     def _k_wc_stdin(self, kind: str) -> Command:
         f, flag = self._file(), self.rng.choice(["-l", "-w", "-c"])
         return Command(f"wc {flag} < {_q(f)}", kind, "wc counts its input; no name is printed.")
-
-    def _k_awk_sum(self, kind: str) -> Command:
-        f = self._file()
-        return Command(f"awk '{{s += $1}} END {{print s}}' {_q(f)}", kind,
-                       "awk adds up the first field of each line.")
-
-    def _k_awk_nf(self, kind: str) -> Command:
-        f = self._file()
-        return Command(f"awk '{{print NF}}' {_q(f)}", kind, "awk prints each line's field count.")
 
     def _k_grep_l(self, kind: str) -> Command:
         a, b = self._file(), self._file(prefer_recent=False)
@@ -428,22 +415,6 @@ class TerminalEpisode:
         f = self._file()
         return Command(f"grep -w {_q(self._line_word(f))} {_q(f)}", kind,
                        "grep -w matches whole words only.")
-
-    def _k_sort_u(self, kind: str) -> Command:
-        f = self._file()
-        return Command(f"sort -u {_q(f)}", kind, "sort -u orders the lines and drops repeats.")
-
-    def _k_uniq(self, kind: str) -> Command:
-        f = self._file()
-        return Command(f"sort {_q(f)} | uniq", kind, "uniq drops repeated adjacent lines.")
-
-    def _k_rev(self, kind: str) -> Command:
-        f = self._file()
-        return Command(f"rev {_q(f)}", kind, "rev reverses the characters of each line.")
-
-    def _k_paste_s(self, kind: str) -> Command:
-        f = self._file()
-        return Command(f"paste -sd, {_q(f)}", kind, "paste joins the lines with commas.")
 
     def _k_cut_c(self, kind: str) -> Command:
         f, n = self._file(), self.rng.randint(2, 6)
