@@ -163,6 +163,10 @@ def test_the_coreutils_beyond_the_trained_list_are_drawn_only_when_asked(tmp_pat
                         commands="everything")
     from worldserve.training.train import PROFILES
     assert all(s.commands == "trained" for s in PROFILES["full"].stages)
+    broad = PROFILES["broad"].stages  # full's six stages (what made @7), then every kind
+    assert broad[:-1] == PROFILES["full"].stages and broad[-1].commands == "all"
+    others = [s for name, p in PROFILES.items() if name != "broad" for s in p.stages]
+    assert broad[-1].seed not in {s.seed for s in others}  # data no other stage trained on
 
     eps = collect.collect(tmp_path / "beyond.jsonl", 40, seed=3, workers=1, progress=False,
                           fault_rate=0.0, commands="beyond")

@@ -79,6 +79,12 @@ PROFILES = {
     # fresh data of the usual mix (data seed 5; @6, session 10, on a faster CPU); stage 6
     # continues @6 on fresh data (seed 7) at a peak lr of 3e-4 (@7, session 14; docs/MODEL.md).
     "full": Profile(_FULL, eval_episodes=120),
+    # Session 18: a seventh stage continues @7 (full's sixth) on fresh data that draws every
+    # command kind there is, the coreutils beyond the trained list included (terminal.BEYOND),
+    # at @7's low peak lr. With --work holding full's six stages it trains this one only.
+    "broad": Profile((*_FULL, Stage(episodes=16000, minutes=80.0, seed=11, fault_rate=0.4,
+                                    lr=3e-4, warmup_steps=50, commands="all")),
+                     eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
     # kinds @5 gets wrong (reading, listing, searching, transforming) more often and the writes
     # it gets right less often. Reading rose, counting fell; overall held-out exact 0.59 either
