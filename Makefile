@@ -56,8 +56,8 @@ proto: install           ## regenerate services/worldserve/v1 from protos/
 proto-check: install
 	$(PY) -m pytest -q tests/unit/test_codegen.py
 
-train: install           ## retrain the committed checkpoint (resumable; six stages, ~10 h on 2 cores)
-	$(PY) -m worldserve.training.train --profile full --out models/worldserve-tiny-moe
+train: install           ## retrain the committed checkpoint (resumable; seven stages, ~11 h on 2 cores)
+	$(PY) -m worldserve.training.train --profile broad --out models/worldserve-tiny-moe
 
 train-quick: install     ## a smaller model in .worldserve/model-quick (resumable; < 30 min)
 	$(PY) -m worldserve.training.train --profile quick --out .worldserve/model-quick
@@ -65,7 +65,7 @@ train-quick: install     ## a smaller model in .worldserve/model-quick (resumabl
 eval-model: install      ## held-out fidelity of the committed checkpoint, per command and fault
 	$(PY) -m worldserve.training.heldout --model models/worldserve-tiny-moe
 
-eval-beyond: install     ## the same on real runs of coreutils the model was never taught (per kind)
+eval-beyond: install     ## the same on real runs of the coreutils beyond the first list (per kind)
 	$(PY) -m worldserve.training.heldout --model models/worldserve-tiny-moe --domain TERMINAL \
 		--data models/worldserve-tiny-moe/data/beyond_episodes.jsonl --by-kind
 

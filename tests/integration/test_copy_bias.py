@@ -57,18 +57,20 @@ def test_the_card_declares_copy_bias_and_the_engine_decodes_with_it() -> None:
 
 
 def test_copy_bias_mends_a_name_that_plain_greedy_garbles() -> None:
-    # Held-out episode 24, turn 3 (words outside the training split): plain greedy answers
-    # "uvea super"; the bias keeps copying "Preinspect devonic" from the prompt.
+    # Held-out episode 0, turn 2 (words outside the training split): plain greedy garbles
+    # "LOGBOOK" into "onteBOOK" and cuts the last line short; the bias keeps copying the file.
     model_dir = Path(DEFAULT_MODEL_DIR)
-    [episode] = [e for e in heldout.shipped_episodes(model_dir) if e.index == 24]
-    prompt = heldout.turn_prompts((model_dir / "chat_template.jinja").read_text(), [episode])[2]
-    real = episode.turns[2].observation
+    [episode] = [e for e in heldout.shipped_episodes(model_dir) if e.index == 0]
+    prompt = heldout.turn_prompts((model_dir / "chat_template.jinja").read_text(), [episode])[1]
+    real = episode.turns[1].observation
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = Qwen3MoeForCausalLM.from_pretrained(model_dir)
     bias = heldout.card_copy_bias(model_dir)
     [plain] = heldout.generate(model, tok, [prompt], batch_size=1)
     [biased] = heldout.generate(model, tok, [prompt], batch_size=1, copy_bias=bias)
-    assert parse_completion(plain).observation.strip() == "uvea super"
+    assert parse_completion(plain).observation.strip() == (
+        "4104\nmuffet 643b diatonical_memorial onteBOOK aoms8s\n30 92 signee\n"
+        "muffet 643b diatonical_memorial IF")
     assert parse_completion(biased).observation.strip() == real.strip()
     engine = TransformersEngine(model_dir, "cpu", prefix_cache_bytes=0)
     try:

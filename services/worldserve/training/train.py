@@ -2,7 +2,7 @@
 evaluate on held-out episodes, save a Hugging Face checkpoint with its model card. One command.
 
     python -m worldserve.training.train --profile quick   # ≤ 30 min on 2 CPU cores
-    python -m worldserve.training.train --profile full    # the committed checkpoint
+    python -m worldserve.training.train --profile broad   # the committed checkpoint
 
 Resumable: data, tokenizer and a training checkpoint (every few minutes) live in ``--work``; a
 rerun with the same arguments continues from the last checkpoint (progress in
@@ -79,9 +79,10 @@ PROFILES = {
     # fresh data of the usual mix (data seed 5; @6, session 10, on a faster CPU); stage 6
     # continues @6 on fresh data (seed 7) at a peak lr of 3e-4 (@7, session 14; docs/MODEL.md).
     "full": Profile(_FULL, eval_episodes=120),
-    # Session 18: a seventh stage continues @7 (full's sixth) on fresh data that draws every
-    # command kind there is, the coreutils beyond the trained list included (terminal.BEYOND),
-    # at @7's low peak lr. With --work holding full's six stages it trains this one only.
+    # The committed checkpoint (@8, session 18; `make train`): a seventh stage continues @7
+    # (full's sixth) on fresh data that draws every command kind there is, the coreutils beyond
+    # the first list included (terminal.BEYOND), at @7's low peak lr. With --work holding
+    # full's six stages (or @7 placed as stage 6: docs/MODEL.md) it trains this one only.
     "broad": Profile((*_FULL, Stage(episodes=16000, minutes=80.0, seed=11, fault_rate=0.4,
                                     lr=3e-4, warmup_steps=50, commands="all")),
                      eval_episodes=120),
