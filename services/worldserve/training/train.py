@@ -83,8 +83,7 @@ PROFILES = {
     # (full's sixth) on fresh data that draws every command kind there is, the coreutils beyond
     # the first list included (terminal.BEYOND), at @7's low peak lr. With --work holding
     # full's six stages (or @7 placed as stage 6: docs/MODEL.md) it trains this one only.
-    "broad": Profile((*_FULL, Stage(episodes=16000, minutes=80.0, seed=11, fault_rate=0.4,
-                                    lr=3e-4, warmup_steps=50, commands="all")),
+    "broad": Profile((*_FULL, replace(_FULL[-1], minutes=80.0, seed=11, commands="all")),
                      eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
     # kinds @5 gets wrong (reading, listing, searching, transforming) more often and the writes
