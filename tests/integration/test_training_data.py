@@ -165,8 +165,11 @@ def test_the_coreutils_beyond_the_trained_list_are_drawn_only_when_asked(tmp_pat
     assert all(s.commands == "trained" for s in PROFILES["full"].stages)
     broad = PROFILES["broad"].stages  # full's six stages (what made @7), then every kind
     assert broad[:-1] == PROFILES["full"].stages and broad[-1].commands == "all"
-    others = [s for name, p in PROFILES.items() if name != "broad" for s in p.stages]
-    assert broad[-1].seed not in {s.seed for s in others}  # data no other stage trained on
+    others = {s.seed for p in PROFILES.values() for s in p.stages if s != broad[-1]}
+    assert broad[-1].seed not in others  # data no other stage trained on
+    deep = PROFILES["deep"].stages  # broad's seven, then one that deepens the model
+    assert deep[:-1] == broad and deep[-1].layers == 6 and deep[-1].commands == "all"
+    assert deep[-1].seed not in {s.seed for s in deep[:-1]}
 
     eps = collect.collect(tmp_path / "beyond.jsonl", 40, seed=3, workers=1, progress=False,
                           fault_rate=0.0, commands="beyond")

@@ -24,7 +24,7 @@ import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-from worldserve.training import card, precision
+from worldserve.training import card, growth, precision
 from worldserve.training.collect import FAULT_RATE, Episode, Focus, collect
 from worldserve.training.sequence import segments
 
@@ -53,6 +53,7 @@ class Stage:
     warmup_steps: int = 100
     focus: Focus = ()  # Terminal command categories drawn more (or less) often than usual
     commands: str = "trained"  # Terminal command kinds drawn (terminal.COMMAND_SETS)
+    layers: int = 0  # deepen the previous stage's model to this many layers first (growth.py)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ _FULL = (Stage(episodes=12000, minutes=115.0),
          Stage(episodes=16000, minutes=90.0, seed=3, fault_rate=0.4, lr=1e-3),
          Stage(episodes=16000, minutes=75.0, seed=5, fault_rate=0.4, lr=1e-3),
          Stage(episodes=16000, minutes=90.0, seed=7, fault_rate=0.4, lr=3e-4, warmup_steps=50))
+_BROAD = replace(_FULL[-1], minutes=80.0, seed=11, commands="all")
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -83,8 +85,12 @@ PROFILES = {
     # (full's sixth) on fresh data that draws every command kind there is, the coreutils beyond
     # the first list included (terminal.BEYOND), at @7's low peak lr. With --work holding
     # full's six stages (or @7 placed as stage 6: docs/MODEL.md) it trains this one only.
-    "broad": Profile((*_FULL, replace(_FULL[-1], minutes=80.0, seed=11, commands="all")),
-                     eval_episodes=120),
+    "broad": Profile((*_FULL, _BROAD), eval_episodes=120),
+    # An experiment (session 19): an eighth stage deepens @8 from four layers to six (block
+    # expansion: the new layers start as silent copies, growth.py) and trains it on fresh data
+    # of every command kind. With --work holding broad's seven stages it trains this one only.
+    "deep": Profile((*_FULL, _BROAD, replace(_BROAD, minutes=95.0, seed=13, lr=5e-4,
+                                            warmup_steps=100, layers=6)), eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
     # kinds @5 gets wrong (reading, listing, searching, transforming) more often and the writes
     # it gets right less often. Reading rose, counting fell; overall held-out exact 0.59 either
@@ -242,6 +248,9 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
     if prev is not None:
         model = Qwen3MoeForCausalLM.from_pretrained(prev, dtype=torch.float32)
         log(work, f"stage {index + 1} starts from {prev}")
+        if stage.layers:
+            model = growth.deepen(model, stage.layers)
+            log(work, f"deepened to {stage.layers} layers (new layers start silent)")
     else:
         model = make_model(len(tok), tok)
     model.to(device)  # type: ignore[arg-type]
@@ -300,6 +309,7 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
               "fault_share": stage.fault_rate, "peak_lr": stage.lr,
               **({"focus": dict(stage.focus)} if stage.focus else {}),
               **({"commands": stage.commands} if stage.commands != "trained" else {}),
+              **({"layers": stage.layers} if stage.layers else {}),
               "tokens_per_epoch": total_tokens, "tokens_seen": seen, "steps": step,
               "train_seconds": round(elapsed), "device": device,
               "precision": "bf16" if bf16 else "float32"}
