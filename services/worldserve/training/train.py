@@ -86,7 +86,7 @@ PROFILES = {
     # the first list included (terminal.BEYOND), at @7's low peak lr. With --work holding
     # full's six stages (or @7 placed as stage 6: docs/MODEL.md) it trains this one only.
     "broad": Profile((*_FULL, _BROAD), eval_episodes=120),
-    # An experiment (session 19, not adopted: within noise of @8, 1.5x slower to decode;
+    # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
     # command kind. With --work holding broad's seven stages it trains this one only.
