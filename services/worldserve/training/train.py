@@ -53,7 +53,7 @@ class Stage:
     warmup_steps: int = 100
     focus: Focus = ()  # Terminal command categories drawn more (or less) often than usual
     commands: str = "trained"  # Terminal command kinds drawn (terminal.COMMAND_SETS)
-    layers: int = 0  # deepen the previous stage's model to this many layers first (growth.py)
+    layers: int = 0  # deepen the model the stage starts from to this many layers (growth.py)
 
 
 @dataclass(frozen=True)
@@ -249,11 +249,11 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
     if prev is not None:
         model = Qwen3MoeForCausalLM.from_pretrained(prev, dtype=torch.float32)
         log(work, f"stage {index + 1} starts from {prev}")
-        if stage.layers:
-            model = growth.deepen(model, stage.layers)
-            log(work, f"deepened to {stage.layers} layers (new layers start silent)")
     else:
         model = make_model(len(tok), tok)
+    if stage.layers:  # also on a first stage: never a silently ignored field
+        model = growth.deepen(model, stage.layers)
+        log(work, f"deepened to {stage.layers} layers (new layers start silent)")
     model.to(device)  # type: ignore[arg-type]
     opt = torch.optim.AdamW(model.parameters(), lr=stage.lr, weight_decay=0.01,
                             betas=(0.9, 0.95))
