@@ -23,6 +23,7 @@ from worldserve.domains.rendering import (
     build_messages,
 )
 from worldserve.domains.templates import Domain, system_prompt
+from worldserve.training import recall
 from worldserve.training.collect import Episode
 
 WINDOW = 4
@@ -44,8 +45,10 @@ def messages_for(ep: Episode, upto: int) -> list[dict[str, str]]:
     return build_messages(prompt, WINDOW, stride=STRIDE)
 
 
-def segments(ep: Episode, template: str, prompt_weight: float) -> list[tuple[str, float]]:
-    """(text, loss weight) pieces whose concatenation is the last turn's prompt + answer."""
+def segments(ep: Episode, template: str, prompt_weight: float, style: str = "plain"
+             ) -> list[tuple[str, float]]:
+    """(text, loss weight) pieces whose concatenation is the last turn's prompt + answer;
+    ``style``: the last answer's reasoning (``recall.STYLES``)."""
     last = len(ep.turns) - 1
     out: list[tuple[str, float]] = []
     for m in messages_for(ep, last):
@@ -57,5 +60,6 @@ def segments(ep: Episode, template: str, prompt_weight: float) -> list[tuple[str
             out.append((text, prompt_weight))
     out.append((render_chat(template, [], add_generation_prompt=True), prompt_weight))
     final = ep.turns[last]
-    out.append((target_text(final.reasoning, final.observation) + END, 1.0))
+    why = recall.reasoning(style, ep.domain, ep.turns[:last], final, final.reasoning)
+    out.append((target_text(why, final.observation) + END, 1.0))
     return out

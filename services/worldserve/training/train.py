@@ -54,6 +54,7 @@ class Stage:
     focus: Focus = ()  # Terminal command categories drawn more (or less) often than usual
     commands: str = "trained"  # Terminal command kinds drawn (terminal.COMMAND_SETS)
     layers: int = 0  # deepen the model the stage starts from to this many layers (growth.py)
+    reasoning: str = "plain"  # the reasoning each answer is trained to give (recall.STYLES)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,12 @@ PROFILES = {
     # command kind. With --work holding broad's seven stages it trains this one only.
     "deep": Profile((*_FULL, _BROAD, replace(_BROAD, minutes=95.0, seed=13, lr=5e-4,
                                             warmup_steps=100, layers=6)), eval_episodes=120),
+    # An experiment (session 20): an eighth stage continues @8 on fresh data of every command
+    # kind, its answers' reasoning recalling the earlier commands that changed what a read
+    # reads (recall.py). With --work holding broad's seven stages it trains this one only.
+    "recall": Profile((*_FULL, _BROAD, replace(_BROAD, minutes=75.0, seed=17, lr=5e-4,
+                                              warmup_steps=100, reasoning="recall")),
+                      eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
     # kinds @5 gets wrong (reading, listing, searching, transforming) more often and the writes
     # it gets right less often. Reading rose, counting fell; overall held-out exact 0.59 either
@@ -126,11 +133,11 @@ def build_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
     return fast
 
 
-def encode(tok: PreTrainedTokenizerFast, ep: Episode, max_len: int, prompt_weight: float
-           ) -> tuple[list[int], list[float]]:
+def encode(tok: PreTrainedTokenizerFast, ep: Episode, max_len: int, prompt_weight: float,
+           style: str = "plain") -> tuple[list[int], list[float]]:
     ids: list[int] = []
     weights: list[float] = []
-    for text, w in segments(ep, CHAT_TEMPLATE, prompt_weight):
+    for text, w in segments(ep, CHAT_TEMPLATE, prompt_weight, style):
         piece = tok(text, add_special_tokens=False)["input_ids"]
         ids += piece
         weights += [w] * len(piece)
@@ -241,7 +248,8 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
         texts = ["".join(t for t, _ in segments(e, CHAT_TEMPLATE, 0.0)) for e in train_eps[:3000]]
         tok = build_tokenizer(texts, args.vocab)
         tok.save_pretrained(tok_dir)
-    encoded = [encode(tok, e, args.max_len, args.prompt_weight) for e in train_eps]
+    encoded = [encode(tok, e, args.max_len, args.prompt_weight, stage.reasoning)
+               for e in train_eps]
     total_tokens = sum(len(ids) for ids, _ in encoded)
     log(work, f"tokenizer: {len(tok)} entries; {total_tokens / 1e6:.2f} M tokens per epoch, "
               f"{sum(sum(1 for x in w if x == 1.0) for _, w in encoded) / 1e6:.2f} M answer tokens")
@@ -311,6 +319,7 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
               **({"focus": dict(stage.focus)} if stage.focus else {}),
               **({"commands": stage.commands} if stage.commands != "trained" else {}),
               **({"layers": stage.layers} if stage.layers else {}),
+              **({"reasoning": stage.reasoning} if stage.reasoning != "plain" else {}),
               "tokens_per_epoch": total_tokens, "tokens_seen": seen, "steps": step,
               "train_seconds": round(elapsed), "device": device,
               "precision": "bf16" if bf16 else "float32"}
