@@ -2,10 +2,11 @@
 wrote, moved or removed what a Terminal command now reads.
 
 The gateway's prompt keeps past turns as (action, observation) only, so a file written in turn
-2 and read in turn 5 has its content in an earlier *action*, not in the initial state. Most of
-the default model's misses on such turns (docs/MODEL.md, "Recall in the reasoning") are copies
-from the stale state. A stage trained with ``reasoning="recall"`` learns to name those commands
-in its reasoning first, then answer: the copy source is then a few tokens back.
+2 and read in turn 5 has its content in an earlier *action*, not in the initial state; most of
+@8's misses on such turns copy the stale state. A stage trained with ``reasoning="recall"``
+names those commands in its reasoning first, then answers. Tried in session 20 and not adopted:
+the model learnt the line but then copied the newest write alone (docs/MODEL.md, "Not adopted:
+reasoning that recalls the earlier writes").
 """
 
 from __future__ import annotations

@@ -93,9 +93,11 @@ PROFILES = {
     # command kind. With --work holding broad's seven stages it trains this one only.
     "deep": Profile((*_FULL, _BROAD, replace(_BROAD, minutes=95.0, seed=13, lr=5e-4,
                                             warmup_steps=100, layers=6)), eval_episodes=120),
-    # An experiment (session 20): an eighth stage continues @8 on fresh data of every command
-    # kind, its answers' reasoning recalling the earlier commands that changed what a read
-    # reads (recall.py). With --work holding broad's seven stages it trains this one only.
+    # An experiment (session 20, not adopted: held-out 0.622 against @8's 0.623, reads after a
+    # write 12 of 71 against 17; docs/MODEL.md): an eighth stage continues @8 on fresh data of
+    # every command kind, its answers' reasoning recalling the earlier commands that changed
+    # what a read reads (recall.py). With --work holding broad's seven stages it trains this
+    # one only.
     "recall": Profile((*_FULL, _BROAD, replace(_BROAD, minutes=75.0, seed=17, lr=5e-4,
                                               warmup_steps=100, reasoning="recall")),
                       eval_episodes=120),
