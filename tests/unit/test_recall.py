@@ -7,7 +7,7 @@ import pytest
 from worldserve.training.collect import Episode, Turn
 from worldserve.training.recall import MOST, changes, operands, reasoning
 from worldserve.training.sequence import segments
-from worldserve.training.train import CHAT_TEMPLATE, PROFILES
+from worldserve.training.train import CHAT_TEMPLATE, PROFILES, Stage
 
 
 def _turn(action: str, kind: str, fault: str = "") -> Turn:
@@ -72,3 +72,5 @@ def test_a_recall_stage_trains_the_last_answer_to_recall() -> None:
     assert recall[:-1] == PROFILES["broad"].stages and recall[-1].reasoning == "recall"
     assert recall[-1].seed not in {s.seed for p in PROFILES.values() for s in p.stages
                                    if s is not recall[-1]}
+    with pytest.raises(ValueError, match="no reasoning style 'long'"):
+        Stage(episodes=1, minutes=1.0, reasoning="long")  # at once, not after collecting

@@ -24,7 +24,7 @@ import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-from worldserve.training import card, growth, precision
+from worldserve.training import card, growth, precision, recall
 from worldserve.training.collect import FAULT_RATE, Episode, Focus, collect
 from worldserve.training.sequence import segments
 
@@ -55,6 +55,11 @@ class Stage:
     commands: str = "trained"  # Terminal command kinds drawn (terminal.COMMAND_SETS)
     layers: int = 0  # deepen the model the stage starts from to this many layers (growth.py)
     reasoning: str = "plain"  # the reasoning each answer is trained to give (recall.STYLES)
+
+    def __post_init__(self) -> None:  # before minutes of collection, not after
+        if self.reasoning not in recall.STYLES:
+            raise ValueError(f"no reasoning style {self.reasoning!r}; styles: "
+                             f"{', '.join(recall.STYLES)}")
 
 
 @dataclass(frozen=True)
