@@ -54,11 +54,15 @@ def changes(before: Sequence[TurnLike], action: str, kind: str) -> list[str]:
     return writes[-MOST:]
 
 
+def check_style(style: str) -> None:
+    if style not in STYLES:
+        raise ValueError(f"no reasoning style {style!r}; styles: {', '.join(STYLES)}")
+
+
 def reasoning(style: str, domain: str, before: Sequence[TurnLike], turn: TurnLike,
               base: str) -> str:
     """The reasoning a turn is trained to give in ``style`` (``base``: the plain line)."""
-    if style not in STYLES:
-        raise ValueError(f"no reasoning style {style!r}; styles: {', '.join(STYLES)}")
+    check_style(style)
     if style == "plain" or domain != "TERMINAL" or turn.kind in WRITES:
         return base
     found = changes(before, turn.action, turn.kind)

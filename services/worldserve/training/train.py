@@ -57,9 +57,7 @@ class Stage:
     reasoning: str = "plain"  # the reasoning each answer is trained to give (recall.STYLES)
 
     def __post_init__(self) -> None:  # before minutes of collection, not after
-        if self.reasoning not in recall.STYLES:
-            raise ValueError(f"no reasoning style {self.reasoning!r}; styles: "
-                             f"{', '.join(recall.STYLES)}")
+        recall.check_style(self.reasoning)
 
 
 @dataclass(frozen=True)
@@ -103,7 +101,7 @@ PROFILES = {
     # every command kind, its answers' reasoning recalling the earlier commands that changed
     # what a read reads (recall.py). With --work holding broad's seven stages it trains this
     # one only.
-    "recall": Profile((*_FULL, _BROAD, replace(_BROAD, minutes=75.0, seed=17, lr=5e-4,
+    "recall": Profile((*_FULL, _BROAD, replace(_BROAD, minutes=80.0, seed=17, lr=5e-4,
                                               warmup_steps=100, reasoning="recall")),
                       eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
