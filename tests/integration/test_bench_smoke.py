@@ -1,5 +1,5 @@
-"""Each serving benchmark runs end to end at a tiny size and prints its table (the figures in
-docs/BENCHMARKS.md come from the same scripts at full size)."""
+"""Each serving benchmark (and the training-speed one) runs end to end at a tiny size and
+prints its table (the figures in docs/BENCHMARKS.md come from the same scripts at full size)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ CASES = {
                            "| phase | victim steps"),
     "throughput.py": (["--concurrency", "1", "2", "--turns", "2", "--rounds", "1",
                        "--max-tokens", "128"], "| concurrent sessions | output tokens/s"),
+    "train_speed.py": (["--episodes", "16", "--steps", "2", "--rounds", "1"],
+                       "unmasked / masked (best of 1)"),
 }
 
 

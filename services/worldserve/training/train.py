@@ -104,10 +104,10 @@ PROFILES = {
     "recall": Profile((*_FULL, _BROAD, replace(_BROAD, minutes=80.0, seed=17, lr=5e-4,
                                               warmup_steps=100, reasoning="recall")),
                       eval_episodes=120),
-    # An experiment (session 21): an eighth stage continues @8 on 24,000 fresh episodes of
-    # every command kind for 100 minutes, about twice the tokens of any stage before it (the
-    # loop runs without an attention mask, 1.25x faster). With --work holding broad's seven
-    # stages it trains this one only.
+    # An experiment (session 21, not adopted: held-out 0.627 against @8's 0.624, validation
+    # 0.619 against 0.609, more answers out of format; docs/MODEL.md): an eighth stage
+    # continues @8 on 24,000 fresh episodes of every command kind for 100 minutes, 22.5 M
+    # tokens. With --work holding broad's seven stages it trains this one only.
     "long": Profile((*_FULL, _BROAD, replace(_BROAD, episodes=24000, minutes=100.0, seed=19,
                                             lr=5e-4, warmup_steps=100)), eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
