@@ -2,13 +2,13 @@
 
     .venv/bin/python bench/train_speed.py [--episodes 600] [--steps 25] [--rounds 2]
 
-The training loop's own pieces (``train.batches``, ``collate``, ``weighted_loss``, AdamW,
-gradient clipping, bf16 autocast where ``precision`` picks it) on real episodes (collected
-as a stage collects them, every command kind, fault share 0.4) encoded with the committed
-tokenizer. *masked* (the baseline) passes ``collate``'s attention mask as the loop did before
-session 21; *unmasked* runs the loop's ``forward_inputs`` (right padding, causal attention: no
-mask needed). Rounds alternate the two on the same batches; each round trains the same
-model on, so both see the same weights' cost. Tokens/s counts real (unpadded) tokens.
+The training loop's own pieces (``train.batches``, ``collate``, ``optimizer_step``: the
+weighted loss, AdamW, gradient clipping; bf16 autocast where ``precision`` picks it) on real
+episodes (collected as a stage collects them, every command kind, fault share 0.4) encoded
+with the committed tokenizer. *masked* (the baseline) passes ``collate``'s attention mask, as
+the loop did before session 21; *unmasked* runs the loop's ``forward_inputs`` (right padding,
+causal attention: no mask needed). Rounds alternate the two on the same batches, training one
+model on, so both pay for the same weights. Tokens/s counts real (unpadded) tokens.
 """
 
 from __future__ import annotations
@@ -37,14 +37,8 @@ def run(model: Qwen3MoeForCausalLM, opt: torch.optim.Optimizer, batches: list[li
     t0 = time.perf_counter()
     for batch in batches:
         inp, mask, weights = T.collate(batch, pad)
-        with autocast:
-            kwargs = {"input_ids": inp, "attention_mask": mask} if masked else T.forward_inputs(inp)
-            logits = model(**kwargs).logits
-        loss = T.weighted_loss(logits, inp, weights)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        inputs = {"input_ids": inp, "attention_mask": mask} if masked else T.forward_inputs(inp)
+        T.optimizer_step(model, opt, inputs, inp, weights, autocast)
         seen += int(mask.sum())
     return seen / (time.perf_counter() - t0)
 

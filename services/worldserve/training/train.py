@@ -12,6 +12,7 @@ rerun with the same arguments continues from the last checkpoint (progress in
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -215,6 +216,21 @@ def weighted_loss(logits: torch.Tensor, inp: torch.Tensor, weights: torch.Tensor
     return (losses * w).sum() / w.sum().clamp(min=1.0)
 
 
+def optimizer_step(model: Qwen3MoeForCausalLM, opt: torch.optim.Optimizer,
+                   inputs: dict[str, torch.Tensor], inp: torch.Tensor, weights: torch.Tensor,
+                   autocast: contextlib.AbstractContextManager[object]) -> torch.Tensor:
+    """One training step on a batch from ``collate`` (``inputs``: what the model is given);
+    gradients clipped to norm 1. Returns the batch's weighted loss."""
+    with autocast:
+        logits = model(**inputs).logits
+    loss = weighted_loss(logits, inp, weights)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss
+
+
 def log(work: Path, line: str) -> None:
     print(line, flush=True)
     with (work / "progress.log").open("a") as fh:
@@ -315,13 +331,7 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
                 g["lr"] = lr
             model.train()
             inp, mask, weights = (t.to(device) for t in collate(batch, tok.pad_token_id))
-            with autocast:  # no attention mask: padding is on the right (forward_inputs)
-                logits = model(**forward_inputs(inp)).logits
-            loss = weighted_loss(logits, inp, weights)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
+            loss = optimizer_step(model, opt, forward_inputs(inp), inp, weights, autocast)
             step += 1
             seen += int(mask.sum())
             if step % 20 == 0:
