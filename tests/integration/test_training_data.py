@@ -150,6 +150,38 @@ def test_a_focused_stage_draws_its_categories_more_often(tmp_path: Path) -> None
     assert share(focused, "writing") < 0.6 * share(plain, "writing")
 
 
+def test_a_focus_on_mcp_tool_kinds_calls_them_more_often(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no focusable tool kind"):
+        collect.collect(tmp_path / "bad.jsonl", 3, seed=1, workers=1, progress=False,
+                        focus=(("mcp:multiplyy", 2.0),))
+    assert collect.split_focus((("arithmetic", 4.0), ("mcp:add", 2.0))) == (
+        {"arithmetic": 4.0}, {"add": 2.0})
+    from worldserve.training.train import PROFILES
+    compute = PROFILES["compute"].stages
+    assert compute[:-1] == PROFILES["broad"].stages and compute[-1].focus
+    collect.split_focus(compute[-1].focus)  # every kind it names exists
+
+    def share(eps: list[Episode], tools: tuple[str, ...]) -> float:
+        calls = [json.loads(t.action).get("tool", "") for e in eps if e.domain == "MCP"
+                 for t in e.turns]
+        return sum(c.endswith(tools) for c in calls) / len(calls)
+
+    plain = collect.collect(tmp_path / "plain.jsonl", 60, seed=7, workers=1, progress=False)
+    focused = collect.collect(tmp_path / "focus.jsonl", 60, seed=7, workers=1, progress=False,
+                              focus=(("mcp:multiply", 3.0), ("mcp:add", 3.0)))
+    assert share(focused, ("multiply", "add")) > 2 * share(plain, ("multiply", "add"))
+    # the calls still run on the real tool server: a product is the product
+    products = 0
+    for e in (e for e in focused if e.domain == "MCP"):
+        for t in e.turns:
+            call = json.loads(t.action)
+            if call["tool"].endswith("multiply") and not t.fault and "result" in t.observation:
+                args = call["arguments"]
+                assert json.loads(t.observation)["result"]["product"] == args["x"] * args["y"]
+                products += 1
+    assert products >= 5
+
+
 def test_the_coreutils_beyond_the_trained_list_are_drawn_only_when_asked(tmp_path: Path) -> None:
     trained = terminal.kind_weights()
     beyond = {k for kinds in terminal.BEYOND.values() for k in kinds}

@@ -24,14 +24,16 @@ from pathlib import Path
 from worldserve.domains.faults import DOMAIN_KINDS
 from worldserve.domains.templates import Domain
 from worldserve.training import terminal
-from worldserve.training.mcp_tools import McpEpisode, ToolServer
+from worldserve.training.mcp_tools import McpEpisode, ToolServer, check_focus
 from worldserve.training.shell import Sandbox
 from worldserve.training.words import Vocab
 
 SANDBOX_ROOT = Path("/tmp/worldserve-sandbox")
 MAX_TURNS = 8  # with the gateway's window 4 / stride 4, turns 1–8 are all shown verbatim
 FAULT_RATE = 0.25
-Focus = tuple[tuple[str, float], ...]  # (command category, draw factor); () draws as usual
+# (Terminal command category, or "mcp:" + an MCP tool kind; draw factor); () draws as usual
+Focus = tuple[tuple[str, float], ...]
+MCP_FOCUS = "mcp:"
 TERMINAL_TASKS = [
     "Inspect the files in the working directory and summarise them.",
     "Tidy the directory and count the lines in every file.",
@@ -105,9 +107,17 @@ def terminal_episode(index: int, rng: random.Random, vocab: Vocab, worker: int, 
     return ep
 
 
+def split_focus(focus: Focus) -> tuple[dict[str, float], dict[str, float]]:
+    """(Terminal category factors, MCP tool kind factors) of a focus; unknown names fail."""
+    mcp = {k.removeprefix(MCP_FOCUS): f for k, f in focus if k.startswith(MCP_FOCUS)}
+    check_focus(mcp)
+    return {k: f for k, f in focus if not k.startswith(MCP_FOCUS)}, mcp
+
+
 def mcp_episode(index: int, rng: random.Random, vocab: Vocab, server: ToolServer, turns: int,
-                fault_rate: float = FAULT_RATE) -> Episode:
-    env = McpEpisode(rng, vocab, server)
+                fault_rate: float = FAULT_RATE, focus: Mapping[str, float] | None = None
+                ) -> Episode:
+    env = McpEpisode(rng, vocab, server, focus)
     ep = Episode(Domain.MCP.value, vocab.split, index, rng.choice(MCP_TASKS), env.setup())
     fault = rng.choice(DOMAIN_KINDS[Domain.MCP]) if rng.random() < fault_rate else ""
     for t in range(turns):
@@ -122,14 +132,15 @@ def _episodes(worker: int, workers: int, count: int, seed: int, split: str,
               first: int, fault_rate: float = FAULT_RATE, focus: Focus = (),
               commands: str = "trained") -> Iterator[Episode]:
     server = ToolServer()
-    weights = terminal.kind_weights(dict(focus), commands)  # once per worker, not per episode
+    shell_focus, tool_focus = split_focus(focus)
+    weights = terminal.kind_weights(shell_focus, commands)  # once per worker, not per episode
     try:
         for index in range(first, count, workers):
             rng = random.Random(f"{seed}:{split}:{index}")
             vocab = Vocab(rng, split)
             turns = rng.randint(2, MAX_TURNS)
             if index % 3 == 2:
-                yield mcp_episode(index, rng, vocab, server, turns, fault_rate)
+                yield mcp_episode(index, rng, vocab, server, turns, fault_rate, tool_focus)
             else:
                 yield terminal_episode(index, rng, vocab, worker, turns, fault_rate, weights)
     finally:
@@ -155,9 +166,10 @@ def collect(path: Path, count: int, seed: int, split: str = "train",
     """``count`` episodes in ``path`` (JSONL, ordered by index); resumes a partial run.
 
     ``fault_rate``: the share of episodes whose last turn carries a fault. ``focus``: (command
-    category, factor) pairs that scale how often Terminal commands of a category are drawn.
+    category, factor) pairs that scale how often Terminal commands of a category are drawn, and
+    ("mcp:" + tool kind, factor) pairs for MCP tools (``mcp_tools.OPTIONAL_KINDS``).
     ``commands``: which Terminal command kinds are drawn (``terminal.COMMAND_SETS``)."""
-    terminal.kind_weights(dict(focus), commands)  # a bad focus or set fails here, not in a worker
+    terminal.kind_weights(split_focus(focus)[0], commands)  # fails here, not in a worker
     if path.exists():
         have = [Episode.from_json(line) for line in path.open()]
         if len(have) >= count:

@@ -22,6 +22,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -34,6 +35,8 @@ FAULT_KINDS = ("timeout", "http_500", "http_429", "permission_denied", "malforme
                "stale_data", "network_unreachable")
 TOOL_KINDS = ("create", "get", "list", "delete", "update", "search", "add", "multiply",
               "count_words", "upper", "set", "lookup")
+OPTIONAL_KINDS = ("list", "delete", "update", "search", "add", "multiply", "count_words", "upper",
+                  "set")  # a catalogue holds create, get and one to three of these
 _TYPES = ("string", "integer")
 
 
@@ -140,8 +143,18 @@ class ToolState:
         return {"key": args["key"], "value": self.kv[args["key"]]}
 
 
-def make_catalog(rng: random.Random, v: Vocab) -> dict[str, Tool]:
-    """3–5 tools over one or two nouns, with random field names."""
+def check_focus(focus: Mapping[str, float]) -> None:
+    unknown = set(focus) - set(OPTIONAL_KINDS)
+    if unknown:
+        raise ValueError(f"no focusable tool kind {sorted(unknown)}; kinds: "
+                         f"{', '.join(OPTIONAL_KINDS)}")
+
+
+def make_catalog(rng: random.Random, v: Vocab, focus: Mapping[str, float] | None = None
+                 ) -> dict[str, Tool]:
+    """3–5 tools over one or two nouns, with random field names. ``focus`` (tool kind →
+    factor): each focused kind a catalogue lacks joins it with probability one half; without
+    a focus the catalogue is drawn exactly as before (same random calls)."""
     noun = v.word().lower()
     fields = [(v.word().lower(), rng.choice(_TYPES)) for _ in range(rng.randint(1, 2))]
     if len({f for f, _ in fields}) < len(fields):
@@ -163,9 +176,10 @@ def make_catalog(rng: random.Random, v: Vocab) -> dict[str, Tool]:
                 "Store a value under a key."),
         "lookup": ("", [("key", "string")], "Read the value stored under a key."),
     }
-    kinds = ["create", "get", *rng.sample(["list", "delete", "update", "search", "add",
-                                           "multiply", "count_words", "upper", "set"],
-                                          rng.randint(1, 3))]
+    kinds = ["create", "get", *rng.sample(list(OPTIONAL_KINDS), rng.randint(1, 3))]
+    for kind in sorted(focus or {}):
+        if kind not in kinds and rng.random() < 0.5:
+            kinds.append(kind)
     if "set" in kinds:
         kinds.append("lookup")
         makers["lookup"] = (makers["set"][0].replace("_set", "_get"), *makers["lookup"][1:])
@@ -248,13 +262,15 @@ class ToolServer:
 class McpEpisode:
     """One MCP episode against ``server``."""
 
-    def __init__(self, rng: random.Random, vocab: Vocab, server: ToolServer) -> None:
+    def __init__(self, rng: random.Random, vocab: Vocab, server: ToolServer,
+                 focus: Mapping[str, float] | None = None) -> None:
         self.rng, self.v, self.server = rng, vocab, server
+        self.focus = dict(focus or {})  # tool kind -> how much more often it is called
         self.tools: dict[str, Tool] = {}
         self.calls = 0
 
     def setup(self) -> str:
-        self.tools = make_catalog(self.rng, self.v)
+        self.tools = make_catalog(self.rng, self.v, self.focus)
         self.server.state = ToolState(self.tools)
         self.server.stale = None
         return describe(self.tools)
@@ -268,7 +284,9 @@ class McpEpisode:
         state = self.server.state
         assert state is not None
         ids = sorted(state.records)
-        tool = r.choice(list(self.tools.values()))
+        tools = list(self.tools.values())
+        tool = (r.choices(tools, [self.focus.get(t.kind, 1.0) for t in tools])[0] if self.focus
+                else r.choice(tools))
         if not ids and tool.kind in ("get", "update", "delete") and r.random() < 0.7:
             tool = next(t for t in self.tools.values() if t.kind == "create")
         args: dict[str, Any] = {}

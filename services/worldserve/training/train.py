@@ -111,6 +111,15 @@ PROFILES = {
     # tokens. With --work holding broad's seven stages it trains this one only.
     "long": Profile((*_FULL, _BROAD, replace(_BROAD, episodes=24000, minutes=100.0, seed=19,
                                             lr=5e-4, warmup_steps=100)), eval_episodes=120),
+    # An experiment (session 22; docs/MODEL.md): an eighth stage continues @8 on fresh data
+    # of every command kind in which the kinds that compute rather than copy are drawn more
+    # often: shell arithmetic (python3 -c, $((...)), expr, seq) and the MCP tools add,
+    # multiply and to_upper (12 of @8's 20 held-out arithmetic turns and 26 of its 47 MCP
+    # misses). With --work holding broad's seven stages it trains this one only.
+    "compute": Profile((*_FULL, _BROAD, replace(
+        _BROAD, episodes=14000, minutes=70.0, seed=23, lr=5e-4, warmup_steps=100,
+        focus=(("arithmetic", 4.0), ("mcp:add", 2.0), ("mcp:multiply", 2.0),
+               ("mcp:upper", 2.0)))), eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
     # kinds @5 gets wrong (reading, listing, searching, transforming) more often and the writes
     # it gets right less often. Reading rose, counting fell; overall held-out exact 0.59 either
