@@ -117,7 +117,7 @@ PROFILES = {
     # multiply and to_upper (12 of @8's 20 held-out arithmetic turns and 26 of its 47 MCP
     # misses). With --work holding broad's seven stages it trains this one only.
     "compute": Profile((*_FULL, _BROAD, replace(
-        _BROAD, episodes=14000, minutes=55.0, seed=23, lr=5e-4, warmup_steps=100,
+        _BROAD, episodes=14000, minutes=70.0, seed=23, lr=5e-4, warmup_steps=100,
         focus=(("arithmetic", 4.0), ("mcp:add", 2.0), ("mcp:multiply", 2.0),
                ("mcp:upper", 2.0)))), eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
