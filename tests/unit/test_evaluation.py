@@ -134,3 +134,23 @@ def test_heldout_score_counts_faults_shown_and_faults_made_up() -> None:
                     by_kind=True)
     assert by_kind["TERMINAL/kind:cat"]["n"] == 2 and by_kind["TERMINAL/kind:ls"]["exact"] == 1.0
     assert "TERMINAL/kind:cat" not in rows  # only when asked
+
+
+def test_mcp_calls_are_grouped_by_the_tool_that_computes_their_answer() -> None:
+    from worldserve.training.categories import tool_group
+    from worldserve.training.heldout import cases, score
+    assert tool_group('{"tool": "multiply", "arguments": {"x": 3, "y": 4}}') == "multiply"
+    assert tool_group('{"tool": "caseknife_multiply", "arguments": {}}') == "multiply"
+    assert tool_group('{"tool": "wherein_to_upper", "arguments": {}}') == "to_upper"
+    assert tool_group('{"tool": "create_seraglio", "arguments": {}}') == "records"
+    assert tool_group('{"tool": "addendum_get", "arguments": {}}') == "records"
+    assert tool_group("not json") == "records"
+    ep = Episode("MCP", "heldout", 5, "use the tools", "tools: add, create_x", [
+        Turn('{"tool": "add", "arguments": {"a": 2, "b": 3}}', '{"result": {"sum": 5}}', "r",
+             "call"),
+        Turn('{"tool": "create_x", "arguments": {}}', '{"result": {"id": "x-1"}}', "r", "call")])
+    predicted = ['{"result": {"sum": 6}}', '{"result": {"id": "x-1"}}']
+    rows = score([(c, p, True) for c, p in zip(cases([ep]), predicted, strict=True)],
+                 by_kind=True)
+    assert rows["MCP/tool:add"] == {**rows["MCP/tool:add"], "n": 1, "exact": 0.0}
+    assert rows["MCP/tool:records"]["exact"] == 1.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from worldserve.training.collect import Episode
 from worldserve.training.terminal import KIND_CATEGORY
 
@@ -23,3 +25,17 @@ def category_of(ep: Episode, k: int) -> str:
         if any(w.strip("'") in turn.action.split() for w in written):
             return "state"
     return category
+
+
+_COMPUTING_TOOLS = ("add", "multiply", "count_words", "to_upper")  # mcp_tools' makers' names
+
+
+def tool_group(action: str) -> str:
+    """The by-kind group of an MCP call: the tool that computes its answer (``add``,
+    ``multiply``, ``count_words``, ``to_upper``; a catalogue may prefix their names), else
+    ``records`` (create, get, list, update, delete, search, set and get by key)."""
+    try:
+        name = str(json.loads(action).get("tool", ""))
+    except (ValueError, AttributeError):
+        return "records"
+    return next((t for t in _COMPUTING_TOOLS if name == t or name.endswith("_" + t)), "records")

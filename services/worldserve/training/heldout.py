@@ -33,7 +33,7 @@ from worldserve.domains.parsing import parse_completion
 from worldserve.evaluation import metrics
 from worldserve.evaluation.metrics import token_f1
 from worldserve.modelserver import copying
-from worldserve.training.categories import category_of
+from worldserve.training.categories import category_of, tool_group
 from worldserve.training.collect import Episode, Turn
 from worldserve.training.sequence import messages_for
 
@@ -133,13 +133,16 @@ def generate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, prompts: 
 
 def score(items: list[tuple[Case, str, bool]], by_kind: bool = False) -> dict[str, Any]:
     """Per group: n, exact, token F1, format valid; faults also visible. ``by_kind``: a group
-    for each command kind too (``TERMINAL/kind:seq``)."""
+    for each command kind too (``TERMINAL/kind:seq``; MCP: ``MCP/tool:multiply``, the tool that
+    computes the answer, or ``MCP/tool:records``)."""
     groups: dict[str, list[tuple[Case, str, bool]]] = defaultdict(list)
     for item in items:
         case = item[0]
         groups[f"{case.episode.domain}"].append(item)
         groups[f"{case.episode.domain}/{case.category}"].append(item)
-        if by_kind:
+        if by_kind and case.episode.domain == "MCP":
+            groups[f"MCP/tool:{tool_group(case.turn.action)}"].append(item)
+        elif by_kind:
             groups[f"{case.episode.domain}/kind:{case.turn.kind}"].append(item)
         groups["overall"].append(item)
         if case.category.startswith("fault:"):
