@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from worldserve.training.collect import Episode
+from worldserve.training.mcp_tools import COMPUTING
 from worldserve.training.terminal import KIND_CATEGORY
 
 _WRITES = ("echo_new", "echo_append", "printf_new", "cp", "mv", "touch")
@@ -27,9 +28,6 @@ def category_of(ep: Episode, k: int) -> str:
     return category
 
 
-_COMPUTING_TOOLS = ("add", "multiply", "count_words", "to_upper")  # mcp_tools' makers' names
-
-
 def tool_group(action: str) -> str:
     """The by-kind group of an MCP call: the tool that computes its answer (``add``,
     ``multiply``, ``count_words``, ``to_upper``; a catalogue may prefix their names), else
@@ -38,4 +36,5 @@ def tool_group(action: str) -> str:
         name = str(json.loads(action).get("tool", ""))
     except (ValueError, AttributeError):
         return "records"
-    return next((t for t in _COMPUTING_TOOLS if name == t or name.endswith("_" + t)), "records")
+    tools = (t for t, *_ in COMPUTING.values())
+    return next((t for t in tools if name == t or name.endswith("_" + t)), "records")

@@ -37,6 +37,13 @@ TOOL_KINDS = ("create", "get", "list", "delete", "update", "search", "add", "mul
               "count_words", "upper", "set", "lookup")
 OPTIONAL_KINDS = ("list", "delete", "update", "search", "add", "multiply", "count_words", "upper",
                   "set")  # a catalogue holds create, get and one to three of these
+# The tools whose answer is computed from their arguments, by kind: their names (a catalogue may
+# prefix them) and what they do. The others keep records.
+COMPUTING = {"add": ("add", [("a", "integer"), ("b", "integer")], "Add two integers."),
+             "multiply": ("multiply", [("x", "integer"), ("y", "integer")],
+                          "Multiply two integers."),
+             "count_words": ("count_words", [("text", "string")], "Count the words of a text."),
+             "upper": ("to_upper", [("text", "string")], "Upper-case a text.")}
 _TYPES = ("string", "integer")
 
 
@@ -144,6 +151,7 @@ class ToolState:
 
 
 def check_focus(focus: Mapping[str, float]) -> None:
+    """A focus (tool kind → factor) names only kinds a catalogue may hold or lack."""
     unknown = set(focus) - set(OPTIONAL_KINDS)
     if unknown:
         raise ValueError(f"no focusable tool kind {sorted(unknown)}; kinds: "
@@ -168,10 +176,7 @@ def make_catalog(rng: random.Random, v: Vocab, focus: Mapping[str, float] | None
         "update": (f"update_{noun}", [("id", "string"), ("field", "string"), ("value", "string")],
                    f"Set one field of a {noun}."),
         "search": (f"search_{noun}s", [("query", "string")], f"Find {noun}s whose fields contain the query."),
-        "add": ("add", [("a", "integer"), ("b", "integer")], "Add two integers."),
-        "multiply": ("multiply", [("x", "integer"), ("y", "integer")], "Multiply two integers."),
-        "count_words": ("count_words", [("text", "string")], "Count the words of a text."),
-        "upper": ("to_upper", [("text", "string")], "Upper-case a text."),
+        **COMPUTING,
         "set": (f"{v.word().lower()}_set", [("key", "string"), ("value", "string")],
                 "Store a value under a key."),
         "lookup": ("", [("key", "string")], "Read the value stored under a key."),
