@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,36 @@ def test_a_crashed_child_is_restarted_with_backoff(tmp_path: Path) -> None:
     finally:
         for child in children:
             child.stop(5)
+
+
+def test_ports_for_children_lie_below_the_kernels_ephemeral_range() -> None:
+    """An outgoing connection can take a port that bind(0) chose before the child binds it;
+    free_port draws below that range, never the same port twice, and only ports free now."""
+    from worldserve.dev.services import _ephemeral_range, free_port
+
+    low, _ = _ephemeral_range()
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == 50
+    assert all(1024 <= p < low for p in ports)
+    for p in ports[:5]:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", p))  # still free
+
+
+def test_a_model_server_on_a_taken_port_says_which_at_once(tmp_path: Path) -> None:
+    """Triton exits on a port in use and pytriton would wait two minutes saying "timed out"."""
+    from worldserve.dev.launcher import settings_env, spawn
+    from worldserve.dev.services import free_port
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", free_port()))
+        held.listen()
+        taken = held.getsockname()[1]
+        model = Settings(triton_url=f"127.0.0.1:{free_port()}", triton_http_port=free_port(),
+                         triton_metrics_port=taken)
+        child = spawn("modelserver", "worldserve.modelserver.main", settings_env(model), tmp_path)
+        try:
+            assert child.process.wait(timeout=60) != 0
+        finally:
+            child.stop(5)
+    assert f"port already in use on 127.0.0.1: triton_metrics_port={taken}" in child.tail()

