@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 WHEELS := $(wildcard /opt/wheels)
 
-.PHONY: install demo up test check lint typecheck importlint proto proto-check train train-quick eval-model eval-beyond clean loadtest
+.PHONY: install demo up test check lint typecheck importlint proto proto-check train train-quick device-wheels eval-model eval-beyond clean loadtest
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -61,6 +61,9 @@ train: install           ## retrain the committed checkpoint (resumable; seven s
 
 train-quick: install     ## a smaller model in .worldserve/model-quick (resumable; < 30 min)
 	$(PY) -m worldserve.training.train --profile quick --out .worldserve/model-quick
+
+device-wheels: install  ## .whl/: what scripts/device_train.sh needs on a bare GPU machine (docs/MODEL.md)
+	$(PY) -m pip download -q --no-deps --only-binary=:all: -d .whl "english-words==2.0.2"
 
 eval-model: install      ## held-out fidelity of the committed checkpoint, per command and fault
 	$(PY) -m worldserve.training.heldout --model models/worldserve-tiny-moe

@@ -7,6 +7,7 @@ import random
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -242,7 +243,6 @@ def test_one_sequence_teaches_every_turn_of_an_episode(tmp_path: Path) -> None:
 
 def test_episode_json_round_trip() -> None:
     ep = Episode("TERMINAL", "train", 0, "t", "s", [collect.Turn("ls", "a", "r", "ls")])
-    from dataclasses import asdict
     assert Episode.from_json(json.dumps(asdict(ep))) == ep
 
 
@@ -267,3 +267,22 @@ def test_training_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
     assert "collecting" not in second.stdout  # the data was kept
     assert "resumed at step" in log
     assert json.loads((out / "training.json").read_text())["stages"][-1]["steps"] >= 1
+
+
+def test_a_collection_resumes_with_another_worker_count(tmp_path: Path) -> None:
+    """A GPU machine collects with a worker per core: a run cut off there (or here) resumes
+    with any count and gives the same episodes, none lost or doubled."""
+    whole = collect.collect(tmp_path / "whole.jsonl", 10, seed=5, workers=2, progress=False)
+    cut = tmp_path / "cut.jsonl"
+    kept = [0, 3, 6, 1, 4, 2]  # a three-worker run stopped after these (9, 7, 8, 5 missing)
+    for w in range(3):
+        Path(f"{cut}.part{w}").write_text("".join(
+            json.dumps(asdict(whole[i])) + "\n" for i in kept if i % 3 == w) + '{"cut off')
+    again = collect.collect(cut, 10, seed=5, workers=2, progress=False)
+    assert [e.index for e in again] == list(range(10))
+    assert again == whole
+    assert not list(tmp_path.glob("cut.jsonl.part*"))
+
+
+def test_collect_workers_follow_the_cores() -> None:
+    assert [collect.collect_workers(c) for c in (1, 2, 4, 16, 64)] == [2, 2, 3, 15, 16]

@@ -159,6 +159,12 @@ def _work(args: tuple[int, int, int, int, str, int, str, float, Focus, str]) -> 
     return n
 
 
+def collect_workers(cores: int | None = None) -> int:
+    """Collecting processes for a machine: one per core but one, at least 2, at most 16."""
+    cores = cores if cores is not None else len(os.sched_getaffinity(0))
+    return max(2, min(16, cores - 1))
+
+
 def collect(path: Path, count: int, seed: int, split: str = "train",
             workers: int = 2, progress: bool = True,
             fault_rate: float = FAULT_RATE, focus: Focus = (),
@@ -176,22 +182,27 @@ def collect(path: Path, count: int, seed: int, split: str = "train",
             return have[:count]
     parts = [Path(f"{path}.part{w}") for w in range(workers)]
     done: dict[int, Episode] = {}
-    for part in parts:
-        if part.exists():
-            for line in part.open():
-                try:
-                    ep = Episode.from_json(line)
-                except (json.JSONDecodeError, TypeError):
-                    continue  # a line cut off by a crash
-                done[ep.index] = ep
-            part.write_text("".join(json.dumps(asdict(done[i])) + "\n" for i in sorted(done)
-                                    if i % workers == parts.index(part)))
-    # Each worker takes every workers-th index; it resumes after the last one it wrote.
+    # Any earlier run's parts, whatever its worker count: an episode depends on its index only.
+    earlier = sorted(path.parent.glob(f"{path.name}.part*"))
+    for part in earlier:
+        for line in part.open():
+            try:
+                ep = Episode.from_json(line)
+            except (json.JSONDecodeError, TypeError):
+                continue  # a line cut off by a crash
+            done[ep.index] = ep
+    for w, part in enumerate(parts):
+        part.write_text("".join(json.dumps(asdict(done[i])) + "\n" for i in sorted(done)
+                                if i % workers == w))
+    for part in set(earlier) - set(parts):
+        part.unlink()
+    # Each worker takes every workers-th index, from the first of its own not yet collected.
     t0 = time.time()
     jobs = []
     for w in range(workers):
-        mine = [i for i in done if i % workers == w]
-        first = max(mine) + workers if mine else w
+        first = w
+        while first in done:
+            first += workers
         jobs.append((w, workers, count, seed, split, first, str(path), fault_rate, focus,
                      commands))
     if progress:

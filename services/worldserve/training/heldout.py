@@ -198,7 +198,8 @@ def evaluate_checkpoint(model_dir: Path, episodes: list[Episode],
                         copy_bias: copying.CopyBias | None = None, by_kind: bool = False
                         ) -> dict[str, Any]:
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
-    model = Qwen3MoeForCausalLM.from_pretrained(model_dir)
+    # As the engine loads it on a CPU: float32, whatever the checkpoint stores.
+    model = Qwen3MoeForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     template = (model_dir / "chat_template.jinja").read_text()
     return fidelity_report(model, tok, episodes, template, predictions, beams, copy_bias,
                            by_kind)

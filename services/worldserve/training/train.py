@@ -26,7 +26,7 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_token
 from transformers import PreTrainedTokenizerFast, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 from worldserve.training import card, growth, precision, recall
-from worldserve.training.collect import FAULT_RATE, Episode, Focus, collect
+from worldserve.training.collect import FAULT_RATE, Episode, Focus, collect, collect_workers
 from worldserve.training.sequence import segments
 
 CHAT_TEMPLATE = (
@@ -39,6 +39,16 @@ MARKERS = ["<think>", "</think>", "<predicted_observation>", "</predicted_observ
 # Whitespace, punctuation and digits are tokens of their own: a name is tokenized the same way
 # wherever it appears (after a space, a comma or a newline), which is what copying needs.
 PIECES = r"\s|\d|[^\w\s]+"
+
+# The models a first stage can start: "tiny" is worldserve-tiny-moe (7.9 M parameters, 31 MB in
+# float32); "wide" is 2.1x its parameters at the same depth (16.9 M; 34 MB in bfloat16, the
+# committed limit being 60 MB), for a budget only a GPU gives (the "gpu" profile).
+SIZES: dict[str, dict[str, int]] = {
+    "tiny": {"hidden": 256, "layers": 4, "heads": 8, "kv_heads": 4, "experts": 8, "expert": 256},
+    "wide": {"hidden": 384, "layers": 4, "heads": 12, "kv_heads": 4, "experts": 8,
+             "expert": 384},
+}
+WEIGHT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -56,9 +66,12 @@ class Stage:
     commands: str = "trained"  # Terminal command kinds drawn (terminal.COMMAND_SETS)
     layers: int = 0  # deepen the model the stage starts from to this many layers (growth.py)
     reasoning: str = "plain"  # the reasoning each answer is trained to give (recall.STYLES)
+    size: str = "tiny"  # the model a first stage starts (SIZES); later stages keep theirs
 
     def __post_init__(self) -> None:  # before minutes of collection, not after
         recall.check_style(self.reasoning)
+        if self.size not in SIZES:
+            raise ValueError(f"unknown model size {self.size!r}; known: {sorted(SIZES)}")
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,12 @@ class Profile:
     stages: tuple[Stage, ...]
     eval_episodes: int
     batch_tokens: int = 4096
+    weights: str = "float32"  # how the exported checkpoint stores its weights (WEIGHT_DTYPES)
+
+    def __post_init__(self) -> None:
+        if self.weights not in WEIGHT_DTYPES:
+            raise ValueError(f"unknown weight type {self.weights!r}; known: "
+                             f"{sorted(WEIGHT_DTYPES)}")
 
 
 _FULL = (Stage(episodes=12000, minutes=115.0),
@@ -122,6 +141,14 @@ PROFILES = {
         _BROAD, episodes=14000, minutes=70.0, seed=23, lr=5e-4, warmup_steps=100,
         focus=(("arithmetic", 4.0), ("mcp:add", 2.0), ("mcp:multiply", 2.0),
                ("mcp:upper", 2.0)))), eval_episodes=120),
+    # For a lent GPU (session 23; scripts/device_train.sh, docs/MODEL.md "On a lent GPU"):
+    # the "wide" model from scratch, on 30,000 episodes of every command kind (collected with
+    # a worker per core), in batches four times the CPU stages', for 4 minutes of training:
+    # collection, training and the held-out evaluation fit one 10-minute device call. Not yet
+    # run on a GPU.
+    "gpu": Profile((Stage(episodes=30000, minutes=4.0, seed=29, fault_rate=0.4, lr=2e-3,
+                          warmup_steps=200, commands="all", size="wide"),),
+                   eval_episodes=120, batch_tokens=16384, weights="bfloat16"),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
     # kinds @5 gets wrong (reading, listing, searching, transforming) more often and the writes
     # it gets right less often. Reading rose, counting fell; overall held-out exact 0.59 either
@@ -167,11 +194,15 @@ def encode(tok: PreTrainedTokenizerFast, ep: Episode, max_len: int, prompt_weigh
     return ids[-max_len:], weights[-max_len:]
 
 
-def make_model(vocab: int, tok: PreTrainedTokenizerFast) -> Qwen3MoeForCausalLM:
+def make_model(vocab: int, tok: PreTrainedTokenizerFast, size: str = "tiny"
+               ) -> Qwen3MoeForCausalLM:
+    shape = SIZES[size]
     config = Qwen3MoeConfig(  # type: ignore[call-arg]
-        vocab_size=vocab, hidden_size=256, intermediate_size=512, moe_intermediate_size=256,
-        num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4, head_dim=32,
-        num_experts=8, num_experts_per_tok=2, decoder_sparse_step=1, norm_topk_prob=True,
+        vocab_size=vocab, hidden_size=shape["hidden"], intermediate_size=2 * shape["hidden"],
+        moe_intermediate_size=shape["expert"], num_hidden_layers=shape["layers"],
+        num_attention_heads=shape["heads"], num_key_value_heads=shape["kv_heads"], head_dim=32,
+        num_experts=shape["experts"], num_experts_per_tok=2, decoder_sparse_step=1,
+        norm_topk_prob=True,
         max_position_embeddings=4096, rope_theta=10000.0, tie_word_embeddings=True,
         output_router_logits=False, router_aux_loss_coef=0.001,
         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None,
@@ -279,7 +310,8 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
     torch.manual_seed(args.seed + index)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     train_eps = collect(sdir / "train.jsonl", stage.episodes, seed=args.seed + stage.seed,
-                        fault_rate=stage.fault_rate, focus=stage.focus, commands=stage.commands)
+                        workers=args.workers, fault_rate=stage.fault_rate, focus=stage.focus,
+                        commands=stage.commands)
     log(work, f"stage {index + 1}: {len(train_eps)} train episodes "
               f"(seed {args.seed + stage.seed}, fault share {stage.fault_rate}, "
               f"focus {dict(stage.focus) or 'none'}, commands {stage.commands})")
@@ -301,10 +333,14 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
               f"{sum(sum(1 for x in w if x == 1.0) for _, w in encoded) / 1e6:.2f} M answer tokens")
 
     if prev is not None:
+        if stage.size != "tiny":  # never a silently ignored field
+            raise ValueError(f"stage {index + 1} continues {prev}: a size is for a first stage")
         model = Qwen3MoeForCausalLM.from_pretrained(prev, dtype=torch.float32)
         log(work, f"stage {index + 1} starts from {prev}")
     else:
-        model = make_model(len(tok), tok)
+        model = make_model(len(tok), tok, stage.size)
+        log(work, f"stage {index + 1} starts a {stage.size} model from scratch "
+                  f"({sum(p.numel() for p in model.parameters()):,} parameters)")
     if stage.layers:  # also on a first stage: never a silently ignored field
         model = growth.deepen(model, stage.layers)
         log(work, f"deepened to {stage.layers} layers (new layers start silent)")
@@ -366,13 +402,21 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
     return StageResult(model, tok, record)
 
 
-def export(result: StageResult, out: Path, training: dict[str, object]) -> None:
-    """A Hugging Face checkpoint directory: weights, tokenizer, chat template, training.json."""
+def export(result: StageResult, out: Path, training: dict[str, object],
+           weights: str = "float32") -> None:
+    """A Hugging Face checkpoint directory: weights (stored as ``weights``; the model in memory
+    keeps its float32 ones), tokenizer, chat template, training.json."""
     out.mkdir(parents=True, exist_ok=True)
     model = result.model
     model.config.use_cache = True
     model.to("cpu")  # type: ignore[arg-type]
-    model.save_pretrained(out, safe_serialization=True)
+    if weights == "float32":
+        model.save_pretrained(out, safe_serialization=True)
+    else:
+        copy = Qwen3MoeForCausalLM(model.config)
+        copy.load_state_dict(model.state_dict())
+        copy.to(WEIGHT_DTYPES[weights])  # type: ignore[arg-type]
+        copy.save_pretrained(out, safe_serialization=True)
     result.tok.save_pretrained(out)
     (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
     (out / "training.json").write_text(json.dumps(training, indent=2) + "\n")
@@ -410,7 +454,7 @@ def train(args: argparse.Namespace, profile: Profile) -> None:
                 "tokens_seen": sum(int(str(r["tokens_seen"])) for r in records),
                 "train_seconds": sum(int(str(r["train_seconds"])) for r in records),
                 "parameters": sum(p.numel() for p in result.model.parameters())}
-    export(result, out, training)
+    export(result, out, training, profile.weights)
     data_dir = out / "data"
     data_dir.mkdir(exist_ok=True)
     (data_dir / "heldout_episodes.jsonl").write_text((work / "heldout.jsonl").read_text())
@@ -440,6 +484,9 @@ def main() -> None:
     ap.add_argument("--prompt-weight", type=float, default=0.1,
                     help="loss weight of prompt tokens relative to answer tokens")
     ap.add_argument("--checkpoint-minutes", type=float, default=4.0)
+    ap.add_argument("--workers", type=int, default=collect_workers(),
+                    help="processes that collect episodes (default: one per core but one, "
+                         "at least 2); the episodes do not depend on it")
     ap.add_argument("--skip-eval", action="store_true")
     args = ap.parse_args()
     profile = PROFILES[args.profile]
