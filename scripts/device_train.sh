@@ -1,29 +1,43 @@
 #!/usr/bin/env bash
-# Train the "gpu" profile (docs/MODEL.md, "On a lent GPU") in one command on a machine that
+# Train a "gpu" profile (docs/MODEL.md, "On a lent GPU") in one command on a machine that
 # may have nothing of this project installed but Python with torch and transformers, and hand
 # the checkpoint back in pieces small enough to come back from a lent machine.
 #
-#   bash scripts/device_train.sh smoke   # ~2 min: every step at a tiny size (run this first)
-#   bash scripts/device_train.sh full    # the profile's budget: collect, train, evaluate
+#   bash scripts/device_train.sh smoke [wide|continue]  # every step at a tiny size, first
+#   bash scripts/device_train.sh full [wide|continue]   # the profile's budget, with evaluation
 #
-# Environment: OUT (where results go; default .worldserve/device-out), PYTHON (default
-# python3), WORK (training work dir; default /tmp/ws-device-train). Wheels in .whl/ (the
+# wide: the gpu profile, a model twice @8's size from scratch; continue: gpu-continue, an
+# eighth stage on the committed @8.
+#
+# Environment: EPISODES and MINUTES (full only: override the profile's data size and training
+# budget, e.g. where smoke's collection rate says 24,000 episodes do not collect in 2 minutes),
+# OUT (where results go; default .worldserve/device-out), PYTHON (default
+# python3), WORK (default /tmp/ws-device-train: MODE/work holds data and checkpoints, a rerun
+# of full resumes there; MODE/ws-model the checkpoint). Wheels in .whl/ (the
 # english-words list, which a bare machine lacks) are installed into /tmp/ws-site first.
 # Results in OUT: train.log, progress.log and model.tgz.part-aa, -ab, ... (under 15 MiB each):
 #   cat model.tgz.part-* | tar -xzf - -C DIR    # DIR/ws-model: the checkpoint with its card
 set -euo pipefail
 
 mode="${1:-smoke}"
+model_kind="${2:-wide}"
 out="${OUT:-.worldserve/device-out}"
 py="${PYTHON:-python3}"
-work="${WORK:-/tmp/ws-device-train}"
-model="$(dirname "$work")/ws-model"
+base="${WORK:-/tmp/ws-device-train}/$mode"  # smoke and full never share data or weights
 
 case "$mode" in
   smoke) args=(--episodes 48 --minutes 0.3 --vocab 600 --max-len 1024 --skip-eval) ;;
-  full) args=() ;;
-  *) echo "usage: $0 smoke|full" >&2; exit 2 ;;
+  full) args=(${EPISODES:+--episodes "$EPISODES"} ${MINUTES:+--minutes "$MINUTES"}) ;;
+  *) echo "usage: $0 smoke|full [wide|continue]" >&2; exit 2 ;;
 esac
+case "$model_kind" in
+  wide) args+=(--profile gpu) ;;
+  continue) args+=(--profile gpu-continue --continue-from models/worldserve-tiny-moe) ;;
+  *) echo "usage: $0 smoke|full [wide|continue]" >&2; exit 2 ;;
+esac
+base="$base-$model_kind"
+work="$base/work"
+model="$base/ws-model"
 
 mkdir -p "$out"
 export PYTHONPATH="$PWD/services${PYTHONPATH:+:$PYTHONPATH}"
@@ -40,9 +54,9 @@ print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
       + (f" ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else "")
       + f", {len(os.sched_getaffinity(0))} cores")
 EOF
-[ "$mode" = smoke ] && rm -rf "$work" "$model"  # a smoke run never resumes an older one
+if [ "$mode" = smoke ]; then rm -rf "$base"; fi  # a smoke run starts afresh; full resumes
 status=0
-"$py" -m worldserve.training.train --profile gpu --work "$work" --out "$model" "${args[@]}" \
+"$py" -m worldserve.training.train --work "$work" --out "$model" "${args[@]}" \
   2>&1 | tee -a "$out/train.log" || status=$?
 cp "$work/progress.log" "$out/" 2>/dev/null || true
 if [ "$status" -ne 0 ]; then
@@ -50,6 +64,6 @@ if [ "$status" -ne 0 ]; then
   exit "$status"
 fi
 rm -f "$out"/model.tgz.part-*
-tar -C "$(dirname "$model")" -czf - --exclude=ws-model/data "$(basename "$model")" \
+tar -C "$base" -czf - --exclude=ws-model/data ws-model \
   | split -b 15M - "$out/model.tgz.part-"
 ls -l "$out"

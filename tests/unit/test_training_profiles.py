@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from worldserve.training import train as T
@@ -39,3 +42,29 @@ def test_the_gpu_profile_stores_bfloat16_and_batches_larger() -> None:
     gpu = T.PROFILES["gpu"]
     assert gpu.weights == "bfloat16" and gpu.stages[0].size == "wide"
     assert gpu.batch_tokens > T.PROFILES["broad"].batch_tokens
+
+
+def test_a_checkpoint_placed_stands_in_for_every_stage_before_the_last(tmp_path: Path) -> None:
+    ckpt, work = tmp_path / "ckpt", tmp_path / "work"
+    (ckpt / "data").mkdir(parents=True)
+    (ckpt / "data" / "heldout_episodes.jsonl").write_text("{}\n")
+    (ckpt / "config.json").write_text('{"hidden_size": 256}')
+    (ckpt / "model.safetensors").write_bytes(b"weights")
+    records = [{"stage": i + 1, "steps": 10 * (i + 1)} for i in range(7)]
+    (ckpt / "training.json").write_text(json.dumps({"profile": "broad", "stages": records}))
+    (work / "stage2" / "model").mkdir(parents=True)
+    (work / "stage2" / "model" / "config.json").write_text("kept")
+
+    T.place_checkpoint(ckpt, work, stages=8)
+
+    last = work / "stage7" / "model"
+    assert (last / "model.safetensors").read_bytes() == b"weights"
+    assert not (last / "data").exists()
+    assert (work / "stage2" / "model" / "config.json").read_text() == "kept"
+    for i in (1, 3, 6, 7):
+        model = work / f"stage{i}" / "model"
+        assert json.loads((model / "training.json").read_text())["stages"] == records[:i]
+        assert (model / "config.json").read_text() == '{"hidden_size": 256}'
+    assert not (work / "stage8").exists()
+    with pytest.raises(ValueError, match="records 7 stages; this profile continues after stage 8"):
+        T.place_checkpoint(ckpt, tmp_path / "other", stages=9)

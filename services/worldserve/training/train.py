@@ -17,6 +17,7 @@ import json
 import math
 import os
 import random
+import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -142,13 +143,19 @@ PROFILES = {
         focus=(("arithmetic", 4.0), ("mcp:add", 2.0), ("mcp:multiply", 2.0),
                ("mcp:upper", 2.0)))), eval_episodes=120),
     # For a lent GPU (session 23; scripts/device_train.sh, docs/MODEL.md "On a lent GPU"):
-    # the "wide" model from scratch, on 30,000 episodes of every command kind (collected with
+    # the "wide" model from scratch, on 24,000 episodes of every command kind (collected with
     # a worker per core), in batches four times the CPU stages', for 4 minutes of training:
     # collection, training and the held-out evaluation fit one 10-minute device call. Not yet
     # run on a GPU.
-    "gpu": Profile((Stage(episodes=30000, minutes=4.0, seed=29, fault_rate=0.4, lr=2e-3,
+    "gpu": Profile((Stage(episodes=24000, minutes=4.0, seed=29, fault_rate=0.4, lr=2e-3,
                           warmup_steps=200, commands="all", size="wide"),),
                    eval_episodes=120, batch_tokens=16384, weights="bfloat16"),
+    # The other choice for a lent GPU (session 23, not yet run): an eighth stage continues @8
+    # (`--continue-from models/worldserve-tiny-moe`) on 24,000 fresh episodes of every command
+    # kind, in the gpu profile's batches, for 4 minutes.
+    "gpu-continue": Profile((*_FULL, _BROAD, replace(_BROAD, episodes=24000, minutes=4.0,
+                                                    seed=31, lr=5e-4, warmup_steps=100)),
+                            eval_episodes=120, batch_tokens=16384),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
     # kinds @5 gets wrong (reading, listing, searching, transforming) more often and the writes
     # it gets right less often. Reading rose, counting fell; overall held-out exact 0.59 either
@@ -429,9 +436,34 @@ def _stage_record(d: Path) -> dict[str, object]:
     return dict(stages[-1]) if stages else {k: v for k, v in raw.items() if k != "profile"}
 
 
+def place_checkpoint(model_dir: Path, work: Path, stages: int) -> None:
+    """Set ``work`` up so that a profile of ``stages`` stages trains its last one only, from
+    ``model_dir`` (a checkpoint whose training.json lists at least ``stages - 1`` stages): it
+    becomes stage ``stages - 1``'s model, and each earlier stage gets the config and record
+    that say it is done. Stages already in ``work`` are left as they are."""
+    done = json.loads((model_dir / "training.json").read_text()).get("stages", [])
+    if len(done) < stages - 1:
+        raise ValueError(f"{model_dir} records {len(done)} stages; this profile continues "
+                         f"after stage {stages - 1}")
+    for index in range(stages - 1):
+        target = stage_dir(work, index) / "model"
+        if (target / "config.json").exists():
+            continue
+        if index == stages - 2:
+            shutil.copytree(model_dir, target, ignore=shutil.ignore_patterns("data"),
+                            dirs_exist_ok=True)
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy(model_dir / "config.json", target / "config.json")
+        (target / "training.json").write_text(json.dumps(
+            {"profile": "placed", "stages": done[:index + 1]}, indent=2) + "\n")
+
+
 def train(args: argparse.Namespace, profile: Profile) -> None:
     work: Path = args.work
     work.mkdir(parents=True, exist_ok=True)
+    if args.continue_from is not None:
+        place_checkpoint(args.continue_from, work, len(profile.stages))
     held = collect(work / "heldout.jsonl", profile.eval_episodes, seed=HELDOUT_SEED,
                    split="heldout")
     log(work, f"held-out: {len(held)} episodes")
@@ -488,6 +520,9 @@ def main() -> None:
                     help="processes that collect episodes (default: one per core but one, "
                          "at least 2); the episodes do not depend on it")
     ap.add_argument("--skip-eval", action="store_true")
+    ap.add_argument("--continue-from", type=Path, default=None,
+                    help="a checkpoint (the committed one, say) that the profile's last stage "
+                         "continues: it stands in for every stage before it")
     args = ap.parse_args()
     profile = PROFILES[args.profile]
     if args.minutes is not None or args.episodes is not None:
