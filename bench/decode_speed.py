@@ -1,6 +1,7 @@
 """Benchmark: CPU decoding speed of the committed checkpoint at batch 1 (target ≥ 100 tokens/s).
 
     .venv/bin/python bench/decode_speed.py [--tokens 200] [--prompts 12] [--repeats 3]
+    .venv/bin/python bench/decode_speed.py --size wide [--rounds 2]   # a size's cost
 
 Two measurements in one run, one process, on the real checkpoint and real held-out prompts
 (the prompts the gateway renders for held-out Terminal and MCP turns):
@@ -20,7 +21,9 @@ Two measurements in one run, one process, on the real checkpoint and real held-o
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -113,15 +116,49 @@ def copy_bias_step_us(model_dir: Path, prompts: list[str], calls: int = 500) -> 
     return (time.perf_counter() - t0) / calls * 1e6
 
 
+def size_comparison(model_dir: Path, size: str, prompts: list[str], tokens: int, repeats: int,
+                    rounds: int) -> None:
+    """Forced decode of ``model_dir`` against a model of ``size`` (train.SIZES) with random
+    weights and the same tokenizer, rounds alternating: what a size costs a CPU before any
+    such model is trained (the weights do not change the work of a forced token)."""
+    from worldserve.training import train
+
+    with tempfile.TemporaryDirectory() as tmp:
+        other = Path(tmp) / size
+        shutil.copytree(model_dir, other, ignore=shutil.ignore_patterns("model*.safetensors*"))
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        model = train.make_model(len(tok), tok, size)
+        model.save_pretrained(other)
+        rates: dict[str, list[float]] = {model_dir.name: [], size: []}
+        for _ in range(rounds):
+            for name, d in ((model_dir.name, model_dir), (size, other)):
+                rates[name].append(statistics.median(forced_decode(d, prompts, tokens, repeats)))
+    base, new = statistics.median(rates[model_dir.name]), statistics.median(rates[size])
+    print(f"Machine: {machine()}; torch threads {torch.get_num_threads()}.")
+    print(f"| model | forced decode, batch 1, {tokens} tokens: tokens/s per round | median |")
+    print("| --- | --- | --- |")
+    for name, runs in rates.items():
+        print(f"| {name} | {', '.join(f'{r:.0f}' for r in runs)} | "
+              f"{statistics.median(runs):.0f} |")
+    print(f"{size} / {model_dir.name}: {new / base:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", type=Path, default=DEFAULT_MODEL_DIR)
     ap.add_argument("--tokens", type=int, default=200)
     ap.add_argument("--prompts", type=int, default=12)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--size", default=None,
+                    help="compare forced decode with a random-weight model of this size "
+                         "(train.SIZES: tiny, wide) instead of the engine measurements")
+    ap.add_argument("--rounds", type=int, default=2, help="with --size: rounds alternating")
     args = ap.parse_args()
     torch.manual_seed(0)
     prompts = held_out_prompts(args.model, args.prompts)
+    if args.size is not None:
+        size_comparison(args.model, args.size, prompts, args.tokens, args.repeats, args.rounds)
+        return
     forced = forced_decode(args.model, prompts, args.tokens, args.repeats)
     served, counts = engine_rates(args.model, prompts)
     plain, plain_counts = engine_rates(args.model, prompts, copy_bias=False)
