@@ -57,20 +57,19 @@ def test_the_card_declares_copy_bias_and_the_engine_decodes_with_it() -> None:
 
 
 def test_copy_bias_mends_a_name_that_plain_greedy_garbles() -> None:
-    # Held-out episode 0, turn 2 (words outside the training split): plain greedy garbles
-    # "LOGBOOK" into "onteBOOK" and cuts the last line short; the bias keeps copying the file.
+    # Held-out episode 6, turn 5 (words outside the training split): plain greedy turns the
+    # second line's "2985" into "29850" and stops there; the bias keeps copying the line.
     model_dir = Path(DEFAULT_MODEL_DIR)
-    [episode] = [e for e in heldout.shipped_episodes(model_dir) if e.index == 0]
-    prompt = heldout.turn_prompts((model_dir / "chat_template.jinja").read_text(), [episode])[1]
-    real = episode.turns[1].observation
+    [episode] = [e for e in heldout.shipped_episodes(model_dir) if e.index == 6]
+    prompt = heldout.turn_prompts((model_dir / "chat_template.jinja").read_text(), [episode])[4]
+    real = episode.turns[4].observation
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = Qwen3MoeForCausalLM.from_pretrained(model_dir)
     bias = heldout.card_copy_bias(model_dir)
     [plain] = heldout.generate(model, tok, [prompt], batch_size=1)
     [biased] = heldout.generate(model, tok, [prompt], batch_size=1, copy_bias=bias)
     assert parse_completion(plain).observation.strip() == (
-        "4104\nmuffet 643b diatonical_memorial onteBOOK aoms8s\n30 92 signee\n"
-        "muffet 643b diatonical_memorial IF")
+        "dishmaking s8p9 52 cranially_zoisite\n29850")
     assert parse_completion(biased).observation.strip() == real.strip()
     engine = TransformersEngine(model_dir, "cpu", prefix_cache_bytes=0)
     try:

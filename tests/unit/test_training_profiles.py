@@ -42,6 +42,7 @@ def test_the_gpu_profile_stores_bfloat16_and_batches_larger() -> None:
     gpu = T.PROFILES["gpu"]
     assert gpu.weights == "bfloat16" and gpu.stages[0].size == "wide"
     assert gpu.batch_tokens > T.PROFILES["broad"].batch_tokens
+    assert T.PROFILES["batch"].stages[-1].batch_tokens == gpu.batch_tokens
 
 
 def test_a_checkpoint_placed_stands_in_for_every_stage_before_the_last(tmp_path: Path) -> None:

@@ -68,6 +68,7 @@ class Stage:
     layers: int = 0  # deepen the model the stage starts from to this many layers (growth.py)
     reasoning: str = "plain"  # the reasoning each answer is trained to give (recall.STYLES)
     size: str = "tiny"  # the model a first stage starts (SIZES); later stages keep theirs
+    batch_tokens: int = 0  # tokens per batch (padded); 0: the profile's
 
     def __post_init__(self) -> None:  # before minutes of collection, not after
         recall.check_style(self.reasoning)
@@ -95,6 +96,8 @@ _FULL = (Stage(episodes=12000, minutes=115.0),
          Stage(episodes=16000, minutes=75.0, seed=5, fault_rate=0.4, lr=1e-3),
          Stage(episodes=16000, minutes=90.0, seed=7, fault_rate=0.4, lr=3e-4, warmup_steps=50))
 _BROAD = replace(_FULL[-1], minutes=80.0, seed=11, commands="all")
+_BATCH = replace(_BROAD, episodes=16000, minutes=50.0, seed=31, lr=5e-4, warmup_steps=100,
+                 batch_tokens=16384)
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -111,6 +114,11 @@ PROFILES = {
     # the first list included (terminal.BEYOND), at @7's low peak lr. With --work holding
     # full's six stages (or @7 placed as stage 6: docs/MODEL.md) it trains this one only.
     "broad": Profile((*_FULL, _BROAD), eval_episodes=120),
+    # The committed checkpoint (@9, session 23; `make train`): an eighth stage continues @8 on
+    # 16,000 fresh episodes of every command kind in batches of 16,384 tokens, four times the
+    # earlier stages' (676 steps, 10.7 M tokens; docs/MODEL.md). With --work holding broad's
+    # seven stages, or --continue-from models/worldserve-tiny-moe@8, it trains this one only.
+    "batch": Profile((*_FULL, _BROAD, _BATCH), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
@@ -150,12 +158,12 @@ PROFILES = {
     "gpu": Profile((Stage(episodes=24000, minutes=4.0, seed=29, fault_rate=0.4, lr=2e-3,
                           warmup_steps=200, commands="all", size="wide"),),
                    eval_episodes=120, batch_tokens=16384, weights="bfloat16"),
-    # The other choice for a lent GPU (session 23, not yet run): an eighth stage continues @8
-    # (`--continue-from models/worldserve-tiny-moe`) on 24,000 fresh episodes of every command
-    # kind, in the gpu profile's batches, for 4 minutes.
-    "gpu-continue": Profile((*_FULL, _BROAD, replace(_BROAD, episodes=24000, minutes=4.0,
-                                                    seed=31, lr=5e-4, warmup_steps=100)),
-                            eval_episodes=120, batch_tokens=16384),
+    # The other choice for a lent GPU (session 23, not yet run there): an eighth stage
+    # continues @8 (`--continue-from models/worldserve-tiny-moe`) on 24,000 fresh episodes of
+    # every command kind, in the gpu profile's batches, for 4 minutes. The same stage at a
+    # CPU's size made @9 ("batch" below).
+    "gpu-continue": Profile((*_FULL, _BROAD, replace(_BATCH, episodes=24000, minutes=4.0)),
+                            eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
     # kinds @5 gets wrong (reading, listing, searching, transforming) more often and the writes
     # it gets right less often. Reading rose, counting fell; overall held-out exact 0.59 either
@@ -403,6 +411,7 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
               **({"commands": stage.commands} if stage.commands != "trained" else {}),
               **({"layers": stage.layers} if stage.layers else {}),
               **({"reasoning": stage.reasoning} if stage.reasoning != "plain" else {}),
+              "batch_tokens": batch_tokens,
               "tokens_per_epoch": total_tokens, "tokens_seen": seen, "steps": step,
               "train_seconds": round(elapsed), "device": device,
               "precision": "bf16" if bf16 else "float32"}
@@ -476,7 +485,7 @@ def train(args: argparse.Namespace, profile: Profile) -> None:
             records.append(_stage_record(done))
             log(work, f"stage {index + 1} done: {done}")
             continue
-        result = run_stage(args, work, index, stage, profile.batch_tokens)
+        result = run_stage(args, work, index, stage, stage.batch_tokens or profile.batch_tokens)
         records.append(result.record)
         if index < last:
             export(result, done, {"profile": args.profile, "stages": records})
