@@ -288,6 +288,28 @@ def optimizer_step(model: Qwen3MoeForCausalLM, opt: torch.optim.Optimizer,
     return loss
 
 
+# Above this many tokens per batch, a CPU stage returns large blocks to the system as they are
+# freed. Session 23's stage of 16,384-token batches grew to 23.7 GB in 28 minutes (glibc kept
+# the freed blocks of ever-changing shapes) and the OOM killer stopped it; with the threshold it
+# stayed at 1.8-3.8 GB, for about a quarter fewer tokens per second (docs/MODEL.md, "@9").
+LARGE_CPU_BATCH = 4096
+
+
+def return_large_blocks(threshold: int = 65536) -> bool:
+    """glibc's ``mallopt(M_MMAP_THRESHOLD, threshold)`` (what ``MALLOC_MMAP_THRESHOLD_`` sets at
+    start-up) for this process; False where there is no glibc."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        return bool(ctypes.CDLL(name).mallopt(-3, threshold))  # -3: M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        return False
+
+
 def log(work: Path, line: str) -> None:
     print(line, flush=True)
     with (work / "progress.log").open("a") as fh:
@@ -375,6 +397,9 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
     bf16 = precision.use_bf16(device)
     autocast = precision.autocast(device, bf16)
     log(work, f"stage {index + 1} trains on {device} in {'bf16 autocast' if bf16 else 'float32'}")
+    if device == "cpu" and batch_tokens > LARGE_CPU_BATCH and return_large_blocks():
+        log(work, f"batches of {batch_tokens} tokens on a CPU: large blocks go back to the "
+                  "system as they are freed (glibc mmap threshold 64 KiB)")
     last_save = time.time()
     start = time.time() - elapsed
 
