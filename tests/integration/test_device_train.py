@@ -1,5 +1,5 @@
 """The one command a lent GPU runs (scripts/device_train.sh) works end to end at its smoke size
-here, on the CPU: collection, the wide model from scratch (bfloat16 export) or an eighth stage
+here, on the CPU: collection, the wide model from scratch (bfloat16 export) or a ninth stage
 on the committed checkpoint, and a checkpoint handed back in pieces that reassemble into one the
 engine's loader reads."""
 
@@ -67,10 +67,10 @@ def test_the_device_script_hands_back_a_wide_bf16_checkpoint(tmp_path: Path) -> 
 def test_the_device_script_continues_the_committed_checkpoint(tmp_path: Path) -> None:
     out, model_dir = _run("continue", tmp_path)
     log = (out / "progress.log").read_text()
-    assert "stage 7 done" in log and "stage 8 starts from" in log
+    assert "stage 8 done" in log and "stage 9 starts from" in log
     training = json.loads((model_dir / "training.json").read_text())
     committed = json.loads((ROOT / "models/worldserve-tiny-moe/training.json").read_text())
     assert training["profile"] == "gpu-continue"
-    assert training["stages"][:7] == committed["stages"][:7]
-    assert training["stages"][7]["steps"] >= 1
+    assert training["stages"][:8] == committed["stages"]
+    assert training["stages"][8]["steps"] >= 1 and training["stages"][8]["data_seed"] == 37
     assert _dtypes(model_dir) == {"F32"}

@@ -158,11 +158,11 @@ PROFILES = {
     "gpu": Profile((Stage(episodes=24000, minutes=4.0, seed=29, fault_rate=0.4, lr=2e-3,
                           warmup_steps=200, commands="all", size="wide"),),
                    eval_episodes=120, batch_tokens=16384, weights="bfloat16"),
-    # The other choice for a lent GPU (session 23, not yet run there): an eighth stage
-    # continues @8 (`--continue-from models/worldserve-tiny-moe`) on 24,000 fresh episodes of
-    # every command kind, in the gpu profile's batches, for 4 minutes. The same stage at a
-    # CPU's size made @9 ("batch" below).
-    "gpu-continue": Profile((*_FULL, _BROAD, replace(_BATCH, episodes=24000, minutes=4.0)),
+    # The other choice for a lent GPU (session 23, not yet run there): a ninth stage continues
+    # @9 (`--continue-from models/worldserve-tiny-moe`) with @9's own recipe ("batch": batches
+    # of 16,384 tokens) on 24,000 fresh episodes of every command kind, for 4 minutes.
+    "gpu-continue": Profile((*_FULL, _BROAD, _BATCH, replace(_BATCH, episodes=24000,
+                                                            minutes=4.0, seed=37)),
                             eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
     # kinds @5 gets wrong (reading, listing, searching, transforming) more often and the writes
@@ -472,13 +472,13 @@ def _stage_record(d: Path) -> dict[str, object]:
 
 def place_checkpoint(model_dir: Path, work: Path, stages: int) -> None:
     """Set ``work`` up so that a profile of ``stages`` stages trains its last one only, from
-    ``model_dir`` (a checkpoint whose training.json lists at least ``stages - 1`` stages): it
+    ``model_dir`` (a checkpoint whose training.json lists exactly ``stages - 1`` stages): it
     becomes stage ``stages - 1``'s model, and each earlier stage gets the config and record
     that say it is done. Stages already in ``work`` are left as they are."""
     done = json.loads((model_dir / "training.json").read_text()).get("stages", [])
-    if len(done) < stages - 1:
-        raise ValueError(f"{model_dir} records {len(done)} stages; this profile continues "
-                         f"after stage {stages - 1}")
+    if len(done) != stages - 1:  # else the records would not say what the weights went through
+        raise ValueError(f"{model_dir} records {len(done)} stages; this profile's last stage "
+                         f"continues stage {stages - 1}")
     for index in range(stages - 1):
         target = stage_dir(work, index) / "model"
         if (target / "config.json").exists():
