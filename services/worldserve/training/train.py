@@ -117,7 +117,7 @@ PROFILES = {
     # The committed checkpoint (@9, session 23; `make train`): an eighth stage continues @8 on
     # 16,000 fresh episodes of every command kind in batches of 16,384 tokens, four times the
     # earlier stages' (676 steps, 10.7 M tokens; docs/MODEL.md). With --work holding broad's
-    # seven stages, or --continue-from models/worldserve-tiny-moe@8, it trains this one only.
+    # seven stages, or --continue-from a directory holding @8, it trains this one only.
     "batch": Profile((*_FULL, _BROAD, _BATCH), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
