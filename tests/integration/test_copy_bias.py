@@ -9,6 +9,7 @@ import pytest
 from transformers import PreTrainedTokenizerFast, Qwen3MoeForCausalLM
 
 from worldserve.domains.parsing import parse_completion
+from worldserve.evaluation import metrics
 from worldserve.modelserver.contract import GenerationRequest
 from worldserve.modelserver.port import Delta
 from worldserve.modelserver.transformers_engine import TransformersEngine
@@ -34,12 +35,23 @@ def served(engine: TransformersEngine, prompt: str, max_tokens: int = MAX_NEW) -
     return "".join(parts)
 
 
+def truncated_turn(model_dir: Path) -> tuple[str, str]:
+    """The prompt of held-out episode 40's last turn (``cat saururus.tsv`` under an injected
+    ``truncated_output``) and the real output before the cut."""
+    [episode] = [e for e in heldout.shipped_episodes(model_dir) if e.index == 40]
+    turn = episode.turns[-1]
+    assert turn.fault == "truncated_output" and turn.action == "cat saururus.tsv"
+    template = (model_dir / "chat_template.jinja").read_text()
+    return heldout.turn_prompts(template, [episode])[-1], turn.normal
+
+
 def test_the_card_declares_copy_bias_and_the_engine_decodes_with_it() -> None:
     bias = heldout.card_copy_bias(Path(DEFAULT_MODEL_DIR))
     assert bias is not None
     model_dir = Path(DEFAULT_MODEL_DIR)
     prompts = heldout.turn_prompts((model_dir / "chat_template.jinja").read_text(),
                                    heldout.shipped_episodes(model_dir)[:4])
+    prompts.append(truncated_turn(model_dir)[0])  # copy bias leaves it to plain greedy
     tok = PreTrainedTokenizerFast.from_pretrained(DEFAULT_MODEL_DIR)
     model = Qwen3MoeForCausalLM.from_pretrained(DEFAULT_MODEL_DIR)
     measured = heldout.generate(model, tok, prompts, batch_size=1, max_new=MAX_NEW,
@@ -51,6 +63,7 @@ def test_the_card_declares_copy_bias_and_the_engine_decodes_with_it() -> None:
         assert engine.copy_bias == bias and off.copy_bias is None
         assert [served(engine, p) for p in prompts] == measured
         assert [served(off, p) for p in prompts] == plain
+        assert measured[-1] == plain[-1] and measured[:-1] != plain[:-1]
     finally:
         engine.close()
         off.close()
@@ -76,3 +89,16 @@ def test_copy_bias_mends_a_name_that_plain_greedy_garbles() -> None:
         assert parse_completion(served(engine, prompt, 256)).observation.strip() == real.strip()
     finally:
         engine.close()
+
+
+def test_a_truncated_output_shows_because_copy_bias_leaves_the_cut_to_the_model() -> None:
+    # Copy bias used to carry this copy on past the model's cut ("...miasmic_1148\nz" became
+    # the whole file), and the injected fault no longer showed.
+    model_dir = Path(DEFAULT_MODEL_DIR)
+    prompt, untruncated = truncated_turn(model_dir)
+    engine = TransformersEngine(model_dir, "cpu", prefix_cache_bytes=0)
+    try:
+        observation = parse_completion(served(engine, prompt, 256)).observation
+    finally:
+        engine.close()
+    assert metrics.fault_visible("truncated_output", observation, "", untruncated), observation

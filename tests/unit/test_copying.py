@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from transformers import PreTrainedTokenizerFast
 
-from worldserve.domains import modelcard
+from worldserve.domains import faults, modelcard
 from worldserve.modelserver import copying
 from worldserve.modelserver.copying import CopyBias
+from worldserve.settings import DEFAULT_MODEL_DIR
 
 BIAS = CopyBias(min_match=2, margin=2.0)
 
@@ -136,3 +138,67 @@ def test_candidates_agree_with_a_brute_force_search() -> None:
             tail = rng.integers(0, 4, size=int(rng.integers(1, 10))).tolist()
             got = copying.candidates(arr(*prompt), tail, bias).tolist()
             assert got == reference_candidates(prompt, tail, bias), (prompt, tail, bias)
+
+
+COMMA, SPACE, BREAK = 44, 45, 46
+SEPS = frozenset({COMMA, SPACE, BREAK})
+ITEMS = CopyBias(min_match=2, margin=2.0, items=True)
+LISTING = copying.Markers(OPEN, frozenset({CLOSE}), SEPS)
+
+
+def test_item_candidates_follow_an_item_across_another_layout() -> None:
+    # the state lists "10 11, 12 13, 14 15"; the answer prints one item a line
+    prompt = arr(9, 10, 11, COMMA, SPACE, 12, 13, COMMA, SPACE, 14, 15, BREAK, 20)
+    assert copying.candidates(prompt, [10, 11, BREAK], ITEMS).size == 0  # no exact suffix
+    assert copying.item_candidates(prompt, [10, 11, BREAK], ITEMS, SEPS).tolist() == [12]
+    assert copying.item_candidates(prompt, [12, 13, BREAK, BREAK], ITEMS, SEPS).tolist() == [14]
+    # only at a boundary: the tail must end in a separator ...
+    assert copying.item_candidates(prompt, [10, 11], ITEMS, SEPS).size == 0
+    # ... and a separator must have followed the match in the prompt (11 then 12: no item ends)
+    assert copying.item_candidates(arr(10, 11, 12, 13), [10, 11, BREAK], ITEMS, SEPS).size == 0
+    # at least min_match item tokens, and none without separators to skip
+    assert copying.item_candidates(prompt, [11, BREAK], ITEMS, SEPS).size == 0
+    assert copying.item_candidates(prompt, [10, 11, BREAK], ITEMS, frozenset()).size == 0
+
+
+def test_next_token_takes_the_next_item_only_when_asked_and_never_for_a_separator() -> None:
+    prompt = arr(9, 10, 11, COMMA, SPACE, 12, 13, COMMA, SPACE, 14, 15, BREAK)
+    after_first = [OPEN, 10, 11, BREAK]
+    repeat = logprobs({10: 1.0, 12: 0.0})  # the model would print the first item again
+    assert copying.next_token(repeat, prompt, after_first, ITEMS, LISTING) == 12
+    assert copying.next_token(repeat, prompt, after_first, BIAS, LISTING) == 10  # items off
+    assert copying.next_token(repeat, prompt, after_first, ITEMS, MARKS) == 10  # no separators
+    far = logprobs({10: 1.0, 12: -3.0})  # outside the margin
+    assert copying.next_token(far, prompt, after_first, ITEMS, LISTING) == 10
+    # the layout stays the model's: a separator it chose is not replaced by an item
+    assert copying.next_token(logprobs({SPACE: 1.0, 12: 0.5}), prompt, after_first, ITEMS,
+                              LISTING) == SPACE
+    assert copying.next_token(logprobs({CLOSE: 1.0, 12: 0.5}), prompt, after_first, ITEMS,
+                              LISTING) == CLOSE
+
+
+def test_items_round_trip_through_the_card_mapping() -> None:
+    assert copying.from_mapping(copying.to_mapping(ITEMS)) == ITEMS
+    assert "items" not in copying.to_mapping(BIAS)  # a card without it reads as before
+    with pytest.raises(ValueError, match="items"):
+        copying.from_mapping({"items": "yes"})
+
+
+def test_a_real_tokenizers_separators() -> None:
+    assert copying.is_separator(", ") and copying.is_separator("\n") and copying.is_separator("./")
+    assert not copying.is_separator("") and not copying.is_separator("a,")
+    assert not copying.is_separator(".")
+    tok = PreTrainedTokenizerFast.from_pretrained(DEFAULT_MODEL_DIR)
+    marks = copying.markers(tok, {tok.eos_token_id})
+    listing = tok.encode("ab.sh, cd.log\n./ef.txt", add_special_tokens=False)
+    seps = {tok.decode([t]) for t in listing if t in marks.separators}
+    assert seps == {",", " ", "\n", "./"}
+    assert not marks.separators & marks.protected
+
+
+def test_a_turn_that_asks_for_a_truncated_output_decodes_plain_greedy() -> None:
+    system = "You simulate a Linux shell."
+    assert copying.applies(system)
+    assert not copying.applies(f"{system}\n\n{faults.control_instruction('truncated_output')}")
+    for kind in ("permission_denied", "timeout", "network_unreachable"):  # still copy names
+        assert copying.applies(f"{system}\n\n{faults.control_instruction(kind)}")

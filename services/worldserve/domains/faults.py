@@ -93,10 +93,15 @@ def fault_for(policy: dict[str, Any], domain: str, turn_number: int, session_see
     return str(rng.choice(kinds))
 
 
+def instruction_tag(kind: str) -> str:
+    """How the control instruction for ``kind`` begins (decoding finds it in a prompt)."""
+    return f"[Fault injection: {kind}]"
+
+
 def control_instruction(kind: str) -> str:
     """The system-prompt addition that makes the world model realise the fault."""
     if not kind:
         return ""
-    return (f"[Fault injection: {kind}] For this turn the environment fails: {KINDS[kind]}. "
+    return (f"{instruction_tag(kind)} For this turn the environment fails: {KINDS[kind]}. "
             "Predict exactly the observation the agent would receive from that failure, in the "
             "environment's own format; do not mention that it was injected.")

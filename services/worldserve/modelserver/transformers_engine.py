@@ -92,6 +92,7 @@ class _Row:
     input_ids: list[int]
     generated: list[int] = field(default_factory=list)
     prompt_array: Any = None  # input_ids as an array, for copy-bias lookups (made on demand)
+    copies: bool = True  # copy bias may apply to it (copying.applies; with the card's bias)
     kv_tokens: list[int] = field(default_factory=list)  # tokens whose KV this row holds
     generator: Any = None
     sent_text: str = ""
@@ -250,7 +251,8 @@ class TransformersEngine:
         if self.tokenizer.eos_token_id is not None:
             eos_ids.append(self.tokenizer.eos_token_id)
         self.eos_ids = {i for i in eos_ids if i is not None}
-        self._marks = copying.markers(self.tokenizer, self.eos_ids)
+        self._marks = copying.markers(self.tokenizer, self.eos_ids,
+                                      separators=bool(self.copy_bias and self.copy_bias.items))
         config = self.model.config.get_text_config(decoder=True)
         self.context_tokens = int(getattr(config, "max_position_embeddings", 0) or 2**31 - 1)
         self.long_prompt_tokens = self.lanes.long_prompt_tokens or max(1, self.context_tokens // 2)
@@ -268,7 +270,8 @@ class TransformersEngine:
         if too_long:  # refused before any model time: one request cannot stall the batch
             raise ContextExceeded(too_long)
         cancelled = threading.Event()
-        self._pending.put(_Row(request, sink, cancelled, list(ids)))
+        self._pending.put(_Row(request, sink, cancelled, list(ids),
+                               copies=copying.applies(request.prompt)))
         return cancelled.set
 
     def close(self) -> None:
@@ -541,7 +544,7 @@ class TransformersEngine:
         temps = [r.request.temperature for r in rows]
         if self.copy_bias is not None:
             for i, row in enumerate(rows):
-                if temps[i] <= 0:
+                if temps[i] <= 0 and row.copies:
                     greedy[i] = self._copy_biased(row, logits[i], int(greedy[i]),
                                                   self.copy_bias)
         if all(t <= 0 for t in temps):

@@ -85,13 +85,15 @@ class CopyBiasProcessor(LogitsProcessor):
     """The serving engine's copy bias (``modelserver.copying``) inside ``model.generate``: each
     row's greedy choice becomes the token ``copying.next_token`` picks for it."""
 
-    def __init__(self, prompts: list[np.ndarray], width: int, bias: copying.CopyBias,
+    def __init__(self, prompts: list[np.ndarray | None], width: int, bias: copying.CopyBias,
                  marks: copying.Markers) -> None:
         self.prompts, self.width, self.bias, self.marks = prompts, width, bias, marks
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor
                  ) -> torch.FloatTensor:
         for row, prompt in enumerate(self.prompts):
+            if prompt is None:
+                continue  # a prompt copy bias does not apply to (copying.applies)
             generated = input_ids[row, self.width:].tolist()
             greedy = int(scores[row].argmax())
             pick = copying.next_token(scores[row], prompt, generated, self.bias, self.marks,
@@ -118,8 +120,10 @@ def generate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, prompts: 
         search: dict[str, Any] = {"num_beams": beams, "early_stopping": True} if beams > 1 else {}
         if copy_bias is not None and beams == 1:
             rows = [np.asarray(ids[mask.bool()].tolist(), dtype=np.int64)
-                    for ids, mask in zip(enc["input_ids"], enc["attention_mask"], strict=True)]
-            marks = copying.markers(tok, {tok.eos_token_id})
+                    if copying.applies(prompts[i]) else None
+                    for i, ids, mask in zip(idx, enc["input_ids"], enc["attention_mask"],
+                                            strict=True)]
+            marks = copying.markers(tok, {tok.eos_token_id}, separators=copy_bias.items)
             search["logits_processor"] = LogitsProcessorList([CopyBiasProcessor(
                 rows, enc["input_ids"].shape[1], copy_bias, marks)])
         gen = model.generate(**enc, max_new_tokens=max_new, do_sample=False,
@@ -261,10 +265,20 @@ def main() -> None:
                     help="card: greedy with the copy bias the model card declares, as the engine "
                          "serves it (default); greedy: plain greedy, as a server without copy "
                          "bias (vLLM) decodes")
+    ap.add_argument("--copy-bias", type=json.loads, default=None, metavar="JSON",
+                    help='decode with this copy bias instead of the card\'s, to choose one on '
+                         'validation turns: e.g. \'{"min_match": 3, "margin": 2, "items": true}\'')
     args = ap.parse_args()
     if args.beams < 1:
         ap.error("--beams must be at least 1")
-    bias = card_copy_bias(args.model) if args.decoding == "card" and args.beams == 1 else None
+    if args.copy_bias is not None and (args.decoding != "card" or args.beams != 1):
+        ap.error("--copy-bias is a greedy decoding: not with --decoding greedy or --beams")
+    try:
+        bias = (copying.from_mapping(args.copy_bias) if args.copy_bias is not None
+                else card_copy_bias(args.model) if args.decoding == "card" and args.beams == 1
+                else None)
+    except ValueError as e:
+        ap.error(str(e))
     episodes = read_episodes(args.data) if args.data else shipped_episodes(args.model)
     if args.domain:
         episodes = [e for e in episodes if e.domain == args.domain.upper()]
