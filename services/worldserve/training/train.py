@@ -98,6 +98,7 @@ _FULL = (Stage(episodes=12000, minutes=115.0),
 _BROAD = replace(_FULL[-1], minutes=80.0, seed=11, commands="all")
 _BATCH = replace(_BROAD, episodes=16000, minutes=50.0, seed=31, lr=5e-4, warmup_steps=100,
                  batch_tokens=16384)
+_BATCH2 = replace(_BATCH, minutes=60.0, seed=37)
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -114,11 +115,16 @@ PROFILES = {
     # the first list included (terminal.BEYOND), at @7's low peak lr. With --work holding
     # full's six stages (or @7 placed as stage 6: docs/MODEL.md) it trains this one only.
     "broad": Profile((*_FULL, _BROAD), eval_episodes=120),
-    # The committed checkpoint (@9, session 23; `make train`): an eighth stage continues @8 on
+    # @9 (session 23): an eighth stage continues @8 on
     # 16,000 fresh episodes of every command kind in batches of 16,384 tokens, four times the
     # earlier stages' (676 steps, 10.7 M tokens; docs/MODEL.md). With --work holding broad's
     # seven stages, or --continue-from a directory holding @8, it trains this one only.
     "batch": Profile((*_FULL, _BROAD, _BATCH), eval_episodes=120),
+    # The committed checkpoint (@10, session 24; `make train`): a ninth stage continues @9 with
+    # the same recipe on 16,000 other fresh episodes (data seed 37) for 60 minutes (556 steps,
+    # 8.8 M tokens; docs/MODEL.md). With --work holding batch's eight stages, or
+    # --continue-from a directory holding @9, it trains this one only.
+    "batch2": Profile((*_FULL, _BROAD, _BATCH, _BATCH2), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
@@ -158,11 +164,11 @@ PROFILES = {
     "gpu": Profile((Stage(episodes=24000, minutes=4.0, seed=29, fault_rate=0.4, lr=2e-3,
                           warmup_steps=200, commands="all", size="wide"),),
                    eval_episodes=120, batch_tokens=16384, weights="bfloat16"),
-    # The other choice for a lent GPU (session 23, not yet run there): a ninth stage continues
-    # @9 (`--continue-from models/worldserve-tiny-moe`) with @9's own recipe ("batch": batches
+    # The other choice for a lent GPU (session 23, not yet run there): a tenth stage continues
+    # @10 (`--continue-from models/worldserve-tiny-moe`) with its own recipe ("batch": batches
     # of 16,384 tokens) on 24,000 fresh episodes of every command kind, for 4 minutes.
-    "gpu-continue": Profile((*_FULL, _BROAD, _BATCH, replace(_BATCH, episodes=24000,
-                                                            minutes=4.0, seed=37)),
+    "gpu-continue": Profile((*_FULL, _BROAD, _BATCH, _BATCH2,
+                             replace(_BATCH, episodes=24000, minutes=4.0, seed=41)),
                             eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
     # kinds @5 gets wrong (reading, listing, searching, transforming) more often and the writes
