@@ -189,11 +189,12 @@ def test_a_real_tokenizers_separators() -> None:
     assert not copying.is_separator("") and not copying.is_separator("a,")
     assert not copying.is_separator(".")
     tok = PreTrainedTokenizerFast.from_pretrained(DEFAULT_MODEL_DIR)
-    marks = copying.markers(tok, {tok.eos_token_id})
+    marks = copying.markers(tok, {tok.eos_token_id}, separators=True)
     listing = tok.encode("ab.sh, cd.log\n./ef.txt", add_special_tokens=False)
     seps = {tok.decode([t]) for t in listing if t in marks.separators}
     assert seps == {",", " ", "\n", "./"}
     assert not marks.separators & marks.protected
+    assert not copying.markers(tok, {tok.eos_token_id}).separators  # only where items is on
 
 
 def test_a_turn_that_asks_for_a_truncated_output_decodes_plain_greedy() -> None:

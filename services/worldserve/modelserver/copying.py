@@ -161,7 +161,7 @@ def is_separator(text: str) -> bool:
     return text == "./" or (bool(text) and set(text) <= SEPARATOR_CHARS)
 
 
-def markers(tokenizer: Any, eos_ids: Collection[int], separators: bool = True) -> Markers:
+def markers(tokenizer: Any, eos_ids: Collection[int], separators: bool = False) -> Markers:
     """The bounds of copy bias in ``tokenizer``'s ids; ``separators``: also find the tokens
     that separate items (one decode per vocabulary entry: only where ``items`` is on)."""
     def single(tag: str) -> int | None:
