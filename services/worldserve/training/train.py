@@ -299,9 +299,10 @@ def optimizer_step(model: Qwen3MoeForCausalLM, opt: torch.optim.Optimizer,
 # the freed blocks of ever-changing shapes) and the OOM killer stopped it; with the threshold it
 # stayed at 1.8-3.8 GB, for about a quarter fewer tokens per second (docs/MODEL.md, "@9").
 LARGE_CPU_BATCH = 4096
+MMAP_THRESHOLD = 65536  # bytes: a freed block this large goes back to the system
 
 
-def return_large_blocks(threshold: int = 65536) -> bool:
+def return_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
     """glibc's ``mallopt(M_MMAP_THRESHOLD, threshold)`` (what ``MALLOC_MMAP_THRESHOLD_`` sets at
     start-up) for this process; False where there is no glibc."""
     import ctypes
@@ -405,7 +406,7 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
     log(work, f"stage {index + 1} trains on {device} in {'bf16 autocast' if bf16 else 'float32'}")
     if device == "cpu" and batch_tokens > LARGE_CPU_BATCH and return_large_blocks():
         log(work, f"batches of {batch_tokens} tokens on a CPU: large blocks go back to the "
-                  "system as they are freed (glibc mmap threshold 64 KiB)")
+                  f"system as they are freed (glibc mmap threshold {MMAP_THRESHOLD // 1024} KiB)")
     last_save = time.time()
     start = time.time() - elapsed
 
