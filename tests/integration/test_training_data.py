@@ -286,3 +286,34 @@ def test_a_collection_resumes_with_another_worker_count(tmp_path: Path) -> None:
 
 def test_collect_workers_follow_the_cores() -> None:
     assert [collect.collect_workers(c) for c in (1, 2, 4, 16, 64)] == [2, 2, 3, 15, 16]
+
+
+def test_a_lines_stage_reasons_by_listing_the_lines_it_reads(tmp_path: Path) -> None:
+    """``reasoning="lines"``: a command that counts, searches or cuts lines lists the file's
+    lines as they are at that turn (after the episode's own writes), numbered as grep -n does;
+    half the fault-free Terminal episodes end on such a command (only the last answer's
+    reasoning is trained)."""
+    plain = collect.collect(tmp_path / "plain.jsonl", 40, seed=9, workers=1, progress=False)
+    assert not any(" Lines: " in t.reasoning for e in plain for t in e.turns)
+    lines = collect.collect(tmp_path / "lines.jsonl", 40, seed=9, workers=1, progress=False,
+                            reasoning="lines")
+    listed = 0
+    for t in (t for e in lines for t in e.turns if " Lines: " in t.reasoning):
+        listed += 1
+        assert t.kind in terminal.NUMBERED_KINDS and not t.fault, (t.action, t.reasoning)
+        assert "No such file" not in t.observation, (t.action, t.observation)
+        shown = t.reasoning.partition(" Lines: ")[2]
+        numbered = ({} if shown == "none"  # an empty file
+                    else dict(entry.split(":", 1) for entry in shown.split(" | ")))
+        if t.action.startswith("grep -n "):  # what grep -n printed is among the lines
+            for out in filter(None, t.observation.split("\n")):
+                n, _, text = out.partition(":")
+                assert numbered[n] == text, (t.action, t.reasoning, t.observation)
+        if t.action.startswith("wc -l "):
+            assert t.observation.split()[0] == str(len(numbered)), t.reasoning
+    assert listed >= 10
+    ends = [e.turns[-1] for e in lines if e.domain == "TERMINAL" and not e.turns[-1].fault]
+    assert sum(t.kind in terminal.NUMBERED_KINDS for t in ends) >= 0.3 * len(ends)
+    with pytest.raises(ValueError, match="no reasoning style"):
+        collect.collect(tmp_path / "bad.jsonl", 3, seed=1, workers=1, progress=False,
+                        reasoning="numbered")

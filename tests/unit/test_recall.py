@@ -74,3 +74,14 @@ def test_a_recall_stage_trains_the_last_answer_to_recall() -> None:
                                    if s is not recall[-1]}
     with pytest.raises(ValueError, match="no reasoning style 'long'"):
         Stage(episodes=1, minutes=1.0, reasoning="long")  # at once, not after collecting
+
+
+def test_lines_reasoning_numbers_lines_as_grep_n_does() -> None:
+    from worldserve.training.terminal import numbered
+    assert numbered("alpha beta\n\ngamma\n") == "1:alpha beta | 2: | 3:gamma"
+    assert numbered("") == "none"
+    read = _turn("wc -l data.txt", "wc")  # written by the collector: encoding keeps it
+    assert reasoning("lines", "TERMINAL", HISTORY, read, "wc counts. Lines: 1:a") == (
+        "wc counts. Lines: 1:a")
+    lines = PROFILES["lines"].stages  # batch2's nine, then one that lists lines
+    assert lines[:-1] == PROFILES["batch2"].stages and lines[-1].reasoning == "lines"

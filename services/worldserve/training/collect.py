@@ -23,7 +23,7 @@ from pathlib import Path
 
 from worldserve.domains.faults import DOMAIN_KINDS
 from worldserve.domains.templates import Domain
-from worldserve.training import terminal
+from worldserve.training import recall, terminal
 from worldserve.training.mcp_tools import McpEpisode, ToolServer, check_focus
 from worldserve.training.shell import Sandbox
 from worldserve.training.words import Vocab
@@ -85,10 +85,18 @@ def terminal_sandbox(worker: int, rng: random.Random, vocab: Vocab) -> Sandbox:
     return Sandbox(root, cwd)
 
 
+# With reasoning "lines", the share of fault-free Terminal episodes whose last command is one
+# that lists lines in its reasoning: only the last answer's reasoning is trained (sequence.py),
+# and the usual mix ends on such a command in 1 of 9 episodes.
+LINES_LAST = 0.5
+
+
 def terminal_episode(index: int, rng: random.Random, vocab: Vocab, worker: int, turns: int,
                      fault_rate: float = FAULT_RATE,
-                     weights: Mapping[str, float] | None = None) -> Episode:
-    """``weights``: each command kind's draw weight (``terminal.kind_weights``)."""
+                     weights: Mapping[str, float] | None = None, reasoning: str = "plain"
+                     ) -> Episode:
+    """``weights``: each command kind's draw weight (``terminal.kind_weights``); ``reasoning``
+    "lines": a command that reads lines lists them, numbered, in its reasoning (recall.STYLES)."""
     env = terminal.TerminalEpisode(rng, vocab, terminal_sandbox(worker, rng, vocab),
                                    weights or terminal.kind_weights())
     ep = Episode(Domain.TERMINAL.value, vocab.split, index, rng.choice(TERMINAL_TASKS),
@@ -100,8 +108,12 @@ def terminal_episode(index: int, rng: random.Random, vocab: Vocab, worker: int, 
     for t in range(turns):
         last = t == turns - 1
         kind = rng.choice(terminal.FAULT_KINDS[fault]) if last and fault else None
+        if reasoning == "lines" and last and not fault and rng.random() < LINES_LAST:
+            kind = rng.choice(sorted(terminal.NUMBERED_KINDS))
         cmd = env.next_command(kind)
         f = fault if last else ""
+        if reasoning == "lines" and not f:  # a fault turn never reads what it would list
+            cmd = env.lines_reasoning(cmd)
         ep.turns.append(Turn(cmd.text, env.run(cmd, f), cmd.reasoning, cmd.kind, f,
                              env.box.last_full if f == "truncated_output" else ""))
     return ep
@@ -130,7 +142,7 @@ def mcp_episode(index: int, rng: random.Random, vocab: Vocab, server: ToolServer
 
 def _episodes(worker: int, workers: int, count: int, seed: int, split: str,
               first: int, fault_rate: float = FAULT_RATE, focus: Focus = (),
-              commands: str = "trained") -> Iterator[Episode]:
+              commands: str = "trained", reasoning: str = "plain") -> Iterator[Episode]:
     server = ToolServer()
     shell_focus, tool_focus = split_focus(focus)
     weights = terminal.kind_weights(shell_focus, commands)  # once per worker, not per episode
@@ -142,17 +154,18 @@ def _episodes(worker: int, workers: int, count: int, seed: int, split: str,
             if index % 3 == 2:
                 yield mcp_episode(index, rng, vocab, server, turns, fault_rate, tool_focus)
             else:
-                yield terminal_episode(index, rng, vocab, worker, turns, fault_rate, weights)
+                yield terminal_episode(index, rng, vocab, worker, turns, fault_rate, weights,
+                                       reasoning)
     finally:
         server.close()
 
 
-def _work(args: tuple[int, int, int, int, str, int, str, float, Focus, str]) -> int:
-    worker, workers, count, seed, split, first, path, fault_rate, focus, commands = args
+def _work(args: tuple[int, int, int, int, str, int, str, float, Focus, str, str]) -> int:
+    worker, workers, count, seed, split, first, path, fault_rate, focus, commands, why = args
     n = 0
     with open(f"{path}.part{worker}", "a") as fh:
         for ep in _episodes(worker, workers, count, seed, split, first, fault_rate, focus,
-                            commands):
+                            commands, why):
             fh.write(json.dumps(asdict(ep)) + "\n")
             fh.flush()
             n += 1
@@ -168,14 +181,17 @@ def collect_workers(cores: int | None = None) -> int:
 def collect(path: Path, count: int, seed: int, split: str = "train",
             workers: int = 2, progress: bool = True,
             fault_rate: float = FAULT_RATE, focus: Focus = (),
-            commands: str = "trained") -> list[Episode]:
+            commands: str = "trained", reasoning: str = "plain") -> list[Episode]:
     """``count`` episodes in ``path`` (JSONL, ordered by index); resumes a partial run.
 
     ``fault_rate``: the share of episodes whose last turn carries a fault. ``focus``: (command
     category, factor) pairs that scale how often Terminal commands of a category are drawn, and
     ("mcp:" + tool kind, factor) pairs for MCP tools (``mcp_tools.OPTIONAL_KINDS``).
-    ``commands``: which Terminal command kinds are drawn (``terminal.COMMAND_SETS``)."""
+    ``commands``: which Terminal command kinds are drawn (``terminal.COMMAND_SETS``).
+    ``reasoning``: the reasoning the turns carry (``recall.STYLES``; only "lines" is written
+    here, the others are made from the turns when a stage encodes them)."""
     terminal.kind_weights(split_focus(focus)[0], commands)  # fails here, not in a worker
+    recall.check_style(reasoning)
     if path.exists():
         have = [Episode.from_json(line) for line in path.open()]
         if len(have) >= count:
@@ -204,7 +220,7 @@ def collect(path: Path, count: int, seed: int, split: str = "train",
         while first in done:
             first += workers
         jobs.append((w, workers, count, seed, split, first, str(path), fault_rate, focus,
-                     commands))
+                     commands, reasoning))
     if progress:
         print(f"collecting {count - len(done)} {split} episodes ({len(done)} kept)", flush=True)
     if workers == 1:

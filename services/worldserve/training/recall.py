@@ -17,7 +17,7 @@ from typing import Protocol
 
 from worldserve.training.terminal import CATEGORIES, KIND_CATEGORY
 
-STYLES = ("plain", "recall")
+STYLES = ("plain", "recall", "lines")  # "lines": written by the collector (terminal.NUMBERED_KINDS)
 WRITES = frozenset(CATEGORIES["writing"])
 MOST = 4  # the reasoning names at most the last four changes
 _OPERATORS = frozenset({"|", ">", ">>", "<", "&&", ";"})
@@ -63,7 +63,7 @@ def reasoning(style: str, domain: str, before: Sequence[TurnLike], turn: TurnLik
               base: str) -> str:
     """The reasoning a turn is trained to give in ``style`` (``base``: the plain line)."""
     check_style(style)
-    if style == "plain" or domain != "TERMINAL" or turn.kind in WRITES:
+    if style != "recall" or domain != "TERMINAL" or turn.kind in WRITES:
         return base
     found = changes(before, turn.action, turn.kind)
     if not found:

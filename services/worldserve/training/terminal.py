@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from worldserve.training.shell import Sandbox
@@ -111,6 +111,19 @@ _TEMPLATES = {
 }
 
 
+# Kinds whose output hangs on which line is which (counted, searched, cut at a line). In a
+# stage trained with ``reasoning="lines"`` (recall.STYLES), such a command's reasoning goes on to
+# list the file's lines as they are now, numbered as ``grep -n`` numbers them, before the answer
+# (``TerminalEpisode.lines_reasoning``).
+NUMBERED_KINDS = frozenset({"wc", "grep", "grep_n", "grep_c", "grep_v", "grep_i", "head", "tail"})
+
+
+def numbered(content: str) -> str:
+    """A file's lines on one line, numbered as ``grep -n`` prints them: ``1:a b | 2:c``."""
+    lines = content.splitlines()
+    return " | ".join(f"{i}:{line}" for i, line in enumerate(lines, 1)) if lines else "none"
+
+
 @dataclass(frozen=True)
 class Command:
     text: str
@@ -129,6 +142,7 @@ class TerminalEpisode:
                  weights: Mapping[str, float] = _WEIGHTS) -> None:
         self.rng, self.v, self.box = rng, vocab, sandbox
         self.kinds, self.weights = list(weights), list(weights.values())
+        self.picked = ""  # the file the last command was given (``_file``)
         self.files: dict[str, str] = {}
         self.dirs: list[str] = []
         self.recent: list[str] = []  # files written by this episode's commands, newest last
@@ -160,6 +174,10 @@ class TerminalEpisode:
         self.files, self.dirs = self.box.files(), self.box.dirs()
 
     def _file(self, prefer_recent: bool = True) -> str:
+        self.picked = self._pick(prefer_recent)
+        return self.picked
+
+    def _pick(self, prefer_recent: bool) -> str:
         r = self.rng
         if not self.files:
             return self.v.file_name()
@@ -178,9 +196,18 @@ class TerminalEpisode:
         r = self.rng
         if kind is None:
             kind = r.choices(self.kinds, weights=self.weights)[0]
+        self.picked = ""
         if kind in _TEMPLATES:
             return self._templated(kind, *_TEMPLATES[kind])
         return getattr(self, f"_k_{kind}", self._k_cat)(kind)
+
+    def lines_reasoning(self, command: Command) -> Command:
+        """``command`` with its reasoning listing the lines of the file it reads, numbered
+        (``numbered``), where that is a NUMBERED_KINDS command on a file that exists now."""
+        if command.kind not in NUMBERED_KINDS or self.picked not in self.files:
+            return command
+        return replace(command, reasoning=f"{command.reasoning} Lines: "
+                                          f"{numbered(self.files[self.picked])}")
 
     def _templated(self, kind: str, command: str, reasoning: str) -> Command:
         if "{f}" not in command:

@@ -99,6 +99,10 @@ _BROAD = replace(_FULL[-1], minutes=80.0, seed=11, commands="all")
 _BATCH = replace(_BROAD, episodes=16000, minutes=50.0, seed=31, lr=5e-4, warmup_steps=100,
                  batch_tokens=16384)
 _BATCH2 = replace(_BATCH, minutes=60.0, seed=37)
+# 4,096-token batches at broad's peak lr: on a CPU without native bf16 (float32) they train
+# twice the tokens per second of 16,384-token ones (session 25: ~3,000 against ~1,500).
+_LINES = replace(_BROAD, episodes=12000, minutes=50.0, seed=43, reasoning="lines",
+                 focus=(("counting", 2.0), ("searching", 1.5), ("reading", 1.25)))
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -125,6 +129,12 @@ PROFILES = {
     # 8.8 M tokens; docs/MODEL.md). With --work holding batch's eight stages, or
     # --continue-from a directory holding @9, it trains this one only.
     "batch2": Profile((*_FULL, _BROAD, _BATCH, _BATCH2), eval_episodes=120),
+    # An experiment (session 25): a tenth stage continues @10 (broad's recipe) on 16,000 fresh
+    # episodes (data seed 43) whose commands that count, search or cut lines (terminal.
+    # NUMBERED_KINDS) reason by listing the file's lines, numbered as grep -n numbers them,
+    # before they answer; counting and searching drawn more often. With --continue-from a
+    # directory holding @10 it trains this one only.
+    "lines": Profile((*_FULL, _BROAD, _BATCH, _BATCH2, _LINES), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
@@ -355,7 +365,7 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
     device = "cuda" if torch.cuda.is_available() else "cpu"
     train_eps = collect(sdir / "train.jsonl", stage.episodes, seed=args.seed + stage.seed,
                         workers=args.workers, fault_rate=stage.fault_rate, focus=stage.focus,
-                        commands=stage.commands)
+                        commands=stage.commands, reasoning=stage.reasoning)
     log(work, f"stage {index + 1}: {len(train_eps)} train episodes "
               f"(seed {args.seed + stage.seed}, fault share {stage.fault_rate}, "
               f"focus {dict(stage.focus) or 'none'}, commands {stage.commands})")
