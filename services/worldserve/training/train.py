@@ -129,11 +129,13 @@ PROFILES = {
     # 8.8 M tokens; docs/MODEL.md). With --work holding batch's eight stages, or
     # --continue-from a directory holding @9, it trains this one only.
     "batch2": Profile((*_FULL, _BROAD, _BATCH, _BATCH2), eval_episodes=120),
-    # An experiment (session 25): a tenth stage continues @10 (broad's recipe) on 16,000 fresh
-    # episodes (data seed 43) whose commands that count, search or cut lines (terminal.
-    # NUMBERED_KINDS) reason by listing the file's lines, numbered as grep -n numbers them,
-    # before they answer; counting and searching drawn more often. With --continue-from a
-    # directory holding @10 it trains this one only.
+    # An experiment (session 25, not adopted: held-out 0.617 against @10's 0.646; the model
+    # learnt to write the listing but got it right on 8 of 22 checkable turns; docs/MODEL.md):
+    # a tenth stage continues @10 (broad's recipe) on 12,000 fresh episodes (data seed 43)
+    # whose commands that count, search or cut lines (terminal.NUMBERED_KINDS) reason by
+    # listing the file's lines, numbered as grep -n numbers them, before they answer; counting
+    # and searching drawn more often. With --continue-from a directory holding @10 it trains
+    # this one only.
     "lines": Profile((*_FULL, _BROAD, _BATCH, _BATCH2, _LINES), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
