@@ -87,7 +87,7 @@ def terminal_sandbox(worker: int, rng: random.Random, vocab: Vocab) -> Sandbox:
 
 # With reasoning "lines", the share of fault-free Terminal episodes whose last command is one
 # that lists lines in its reasoning: only the last answer's reasoning is trained (sequence.py),
-# and the usual mix ends on such a command in 1 of 9 episodes.
+# and without this 1,199 of the lines profile's 16,000 episodes (7.5 %) ended on one.
 LINES_LAST = 0.5
 
 
