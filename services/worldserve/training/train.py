@@ -129,7 +129,7 @@ PROFILES = {
     # 8.8 M tokens; docs/MODEL.md). With --work holding batch's eight stages, or
     # --continue-from a directory holding @9, it trains this one only.
     "batch2": Profile((*_FULL, _BROAD, _BATCH, _BATCH2), eval_episodes=120),
-    # An experiment (session 25, not adopted: held-out 0.617 against @10's 0.646; the model
+    # An experiment (session 25, not adopted: held-out 0.611 against @10's 0.646; the model
     # learnt to write the listing but got it right on 8 of 22 checkable turns; docs/MODEL.md):
     # a tenth stage continues @10 (broad's recipe) on 12,000 fresh episodes (data seed 43)
     # whose commands that count, search or cut lines (terminal.NUMBERED_KINDS) reason by
