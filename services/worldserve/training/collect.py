@@ -108,11 +108,11 @@ def terminal_episode(index: int, rng: random.Random, vocab: Vocab, worker: int, 
     for t in range(turns):
         last = t == turns - 1
         kind = rng.choice(terminal.FAULT_KINDS[fault]) if last and fault else None
-        if reasoning == "lines" and last and not fault and rng.random() < LINES_LAST:
+        if reasoning == recall.LINES and last and not fault and rng.random() < LINES_LAST:
             kind = rng.choice(sorted(terminal.NUMBERED_KINDS))
         cmd = env.next_command(kind)
         f = fault if last else ""
-        if reasoning == "lines" and not f:  # a fault turn never reads what it would list
+        if reasoning == recall.LINES and not f:  # a fault turn never reads what it would list
             cmd = env.lines_reasoning(cmd)
         ep.turns.append(Turn(cmd.text, env.run(cmd, f), cmd.reasoning, cmd.kind, f,
                              env.box.last_full if f == "truncated_output" else ""))
@@ -140,32 +140,54 @@ def mcp_episode(index: int, rng: random.Random, vocab: Vocab, server: ToolServer
     return ep
 
 
-def _episodes(worker: int, workers: int, count: int, seed: int, split: str,
-              first: int, fault_rate: float = FAULT_RATE, focus: Focus = (),
-              commands: str = "trained", reasoning: str = "plain") -> Iterator[Episode]:
+@dataclass(frozen=True)
+class Draw:
+    """What a collection run draws (``collect``'s arguments of the same names)."""
+
+    fault_rate: float = FAULT_RATE
+    focus: Focus = ()
+    commands: str = "trained"
+    reasoning: str = "plain"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One collecting worker's share: every ``workers``-th index from ``first`` below ``count``,
+    appended to ``path``.part<worker>."""
+
+    worker: int
+    workers: int
+    count: int
+    seed: int
+    split: str
+    first: int
+    path: str
+    draw: Draw
+
+
+def _episodes(job: Job) -> Iterator[Episode]:
+    draw = job.draw
     server = ToolServer()
-    shell_focus, tool_focus = split_focus(focus)
-    weights = terminal.kind_weights(shell_focus, commands)  # once per worker, not per episode
+    shell_focus, tool_focus = split_focus(draw.focus)
+    weights = terminal.kind_weights(shell_focus, draw.commands)  # once per worker, not per episode
     try:
-        for index in range(first, count, workers):
-            rng = random.Random(f"{seed}:{split}:{index}")
-            vocab = Vocab(rng, split)
+        for index in range(job.first, job.count, job.workers):
+            rng = random.Random(f"{job.seed}:{job.split}:{index}")
+            vocab = Vocab(rng, job.split)
             turns = rng.randint(2, MAX_TURNS)
             if index % 3 == 2:
-                yield mcp_episode(index, rng, vocab, server, turns, fault_rate, tool_focus)
+                yield mcp_episode(index, rng, vocab, server, turns, draw.fault_rate, tool_focus)
             else:
-                yield terminal_episode(index, rng, vocab, worker, turns, fault_rate, weights,
-                                       reasoning)
+                yield terminal_episode(index, rng, vocab, job.worker, turns, draw.fault_rate,
+                                       weights, draw.reasoning)
     finally:
         server.close()
 
 
-def _work(args: tuple[int, int, int, int, str, int, str, float, Focus, str, str]) -> int:
-    worker, workers, count, seed, split, first, path, fault_rate, focus, commands, why = args
+def _work(job: Job) -> int:
     n = 0
-    with open(f"{path}.part{worker}", "a") as fh:
-        for ep in _episodes(worker, workers, count, seed, split, first, fault_rate, focus,
-                            commands, why):
+    with open(f"{job.path}.part{job.worker}", "a") as fh:
+        for ep in _episodes(job):
             fh.write(json.dumps(asdict(ep)) + "\n")
             fh.flush()
             n += 1
@@ -214,13 +236,13 @@ def collect(path: Path, count: int, seed: int, split: str = "train",
         part.unlink()
     # Each worker takes every workers-th index, from the first of its own not yet collected.
     t0 = time.time()
+    draw = Draw(fault_rate, focus, commands, reasoning)
     jobs = []
     for w in range(workers):
         first = w
         while first in done:
             first += workers
-        jobs.append((w, workers, count, seed, split, first, str(path), fault_rate, focus,
-                     commands, reasoning))
+        jobs.append(Job(w, workers, count, seed, split, first, str(path), draw))
     if progress:
         print(f"collecting {count - len(done)} {split} episodes ({len(done)} kept)", flush=True)
     if workers == 1:

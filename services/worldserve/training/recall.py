@@ -17,7 +17,8 @@ from typing import Protocol
 
 from worldserve.training.terminal import CATEGORIES, KIND_CATEGORY
 
-STYLES = ("plain", "recall", "lines")  # "lines": written by the collector (terminal.NUMBERED_KINDS)
+LINES = "lines"  # written by the collector (terminal.NUMBERED_KINDS), not made from the turns
+STYLES = ("plain", "recall", LINES)
 WRITES = frozenset(CATEGORIES["writing"])
 MOST = 4  # the reasoning names at most the last four changes
 _OPERATORS = frozenset({"|", ">", ">>", "<", "&&", ";"})
