@@ -16,6 +16,9 @@ DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "worldserve-tiny-moe"
 # The committed checkpoint as name@version (its model card's name and version; a unit test
 # holds the two together).
 DEFAULT_MODEL_VERSION = "worldserve-tiny-moe@10"
+# The answer length a step may take when its session sets none; the held-out evaluation
+# (training/heldout.py) decodes to the same length, so it measures what a step is served.
+DEFAULT_MAX_TOKENS = 384
 
 
 class Settings(BaseSettings):
@@ -218,7 +221,8 @@ class Settings(BaseSettings):
     reservation_lease_s: float = Field(
         10.0, description="An in-flight step's quota reservation lives this long unless its "
         "gateway renews it (four times a lease): a crashed gateway's slots free within it.")
-    default_max_tokens: int = Field(384, description="max_tokens when the session sets none.")
+    default_max_tokens: int = Field(DEFAULT_MAX_TOKENS,
+                                    description="max_tokens when the session sets none.")
     default_temperature: float = Field(0.0, description="0 = greedy.")
 
     # --- model server ---

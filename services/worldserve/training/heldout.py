@@ -33,6 +33,7 @@ from worldserve.domains.parsing import parse_completion
 from worldserve.evaluation import metrics
 from worldserve.evaluation.metrics import token_f1
 from worldserve.modelserver import copying
+from worldserve.settings import DEFAULT_MAX_TOKENS
 from worldserve.training.categories import category_of, tool_group
 from worldserve.training.collect import Episode, Turn
 from worldserve.training.sequence import messages_for
@@ -105,7 +106,7 @@ class CopyBiasProcessor(LogitsProcessor):
 
 @torch.no_grad()
 def generate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, prompts: list[str],
-             batch_size: int = 16, max_new: int = 256, beams: int = 1,
+             batch_size: int = 16, max_new: int = DEFAULT_MAX_TOKENS, beams: int = 1,
              copy_bias: copying.CopyBias | None = None) -> list[str]:
     """Greedy completions (with ``copy_bias`` as the engine applies it; or beam search's best),
     batched by prompt length (left padding)."""
