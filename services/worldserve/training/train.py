@@ -103,6 +103,11 @@ _BATCH2 = replace(_BATCH, minutes=60.0, seed=37)
 # twice the tokens per second of 16,384-token ones (session 25: ~3,000 against ~1,500).
 _LINES = replace(_BROAD, episodes=12000, minutes=50.0, seed=43, reasoning="lines",
                  focus=(("counting", 2.0), ("searching", 1.5), ("reading", 1.25)))
+# Batches four times @10's again (65,536 tokens), on 24,000 fresh episodes: @9's gain came with
+# the first 4x (session 23); this stage asked whether a second 4x gains again (session 26: no
+# clear gain; docs/MODEL.md "Not adopted: batches of 65,536 tokens").
+_BATCH64 = replace(_BATCH, episodes=24000, minutes=90.0, seed=47, warmup_steps=30,
+                   batch_tokens=65536)
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -137,6 +142,12 @@ PROFILES = {
     # and searching drawn more often. With --continue-from a directory holding @10 it trains
     # this one only.
     "lines": Profile((*_FULL, _BROAD, _BATCH, _BATCH2, _LINES), eval_episodes=120),
+    # An experiment (session 26, not adopted: held-out 0.644 against @10's 0.646, validation
+    # 0.647 against 0.619, beyond-list 0.553 against 0.565; docs/MODEL.md): a tenth stage
+    # continues @10 in batches of 65,536 tokens on 24,000 fresh episodes (data seed 47) for 90
+    # minutes (187 steps, 12.1 M tokens). With --continue-from a directory holding @10 it trains
+    # this one only.
+    "batch64": Profile((*_FULL, _BROAD, _BATCH, _BATCH2, _BATCH64), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
