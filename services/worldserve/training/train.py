@@ -101,7 +101,7 @@ _BATCH = replace(_BROAD, episodes=16000, minutes=50.0, seed=31, lr=5e-4, warmup_
 _BATCH2 = replace(_BATCH, minutes=60.0, seed=37)
 # 4,096-token batches at broad's peak lr: on a CPU without native bf16 (float32) they train
 # twice the tokens per second of 16,384-token ones (session 25: ~3,000 against ~1,500).
-_LINES = replace(_BROAD, episodes=12000, minutes=50.0, seed=43, reasoning="lines",
+_LINES = replace(_BROAD, episodes=12000, minutes=50.0, seed=43, reasoning=recall.LINES,
                  focus=(("counting", 2.0), ("searching", 1.5), ("reading", 1.25)))
 # Batches four times @10's again (65,536 tokens), on 24,000 fresh episodes: @9's gain came with
 # the first 4x (session 23); this stage asked whether a second 4x gains again (session 26: no
