@@ -142,12 +142,13 @@ def mcp_episode(index: int, rng: random.Random, vocab: Vocab, server: ToolServer
 
 @dataclass(frozen=True)
 class Draw:
-    """What a collection run draws (``collect``'s arguments of the same names)."""
+    """What a collection run draws (``collect``'s arguments of the same names, which own the
+    defaults)."""
 
-    fault_rate: float = FAULT_RATE
-    focus: Focus = ()
-    commands: str = "trained"
-    reasoning: str = "plain"
+    fault_rate: float
+    focus: Focus
+    commands: str
+    reasoning: str
 
 
 @dataclass(frozen=True)
