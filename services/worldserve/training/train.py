@@ -108,6 +108,11 @@ _LINES = replace(_BROAD, episodes=12000, minutes=50.0, seed=43, reasoning=recall
 # clear gain; docs/MODEL.md "Not adopted: batches of 65,536 tokens").
 _BATCH64 = replace(_BATCH, episodes=24000, minutes=90.0, seed=47, warmup_steps=30,
                    batch_tokens=65536)
+# A gentle stage (session 27): every stage so far warmed up to its peak lr again and ended at
+# a tenth of it; this one continues @10 at a low peak (1.5e-4, ending at 1.5e-5) in 4,096-token
+# batches (the faster size on a CPU without native bf16), on 16,000 fresh episodes: does
+# annealing what @10 knows gain where another stage at 5e-4 tied? (No: docs/MODEL.md.)
+_ANNEAL = replace(_BATCH, minutes=70.0, seed=53, lr=1.5e-4, warmup_steps=20, batch_tokens=4096)
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -148,6 +153,12 @@ PROFILES = {
     # minutes (187 steps, 12.1 M tokens). With --continue-from a directory holding @10 it trains
     # this one only.
     "batch64": Profile((*_FULL, _BROAD, _BATCH, _BATCH2, _BATCH64), eval_episodes=120),
+    # An experiment (session 27, not adopted: held-out 0.649 against @10's 0.646, validation
+    # 0.616 against 0.619, beyond-list 0.569 against 0.565; 30 turns won, 29 lost over the
+    # three sets; docs/MODEL.md): a tenth stage continues @10 at a low peak lr (_ANNEAL) for 70
+    # minutes (2,453 steps, 8.6 M tokens). With --continue-from a directory holding @10 it
+    # trains this one only.
+    "anneal": Profile((*_FULL, _BROAD, _BATCH, _BATCH2, _ANNEAL), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
