@@ -99,6 +99,8 @@ _BROAD = replace(_FULL[-1], minutes=80.0, seed=11, commands="all")
 _BATCH = replace(_BROAD, episodes=16000, minutes=50.0, seed=31, lr=5e-4, warmup_steps=100,
                  batch_tokens=16384)
 _BATCH2 = replace(_BATCH, minutes=60.0, seed=37)
+# The nine stages that made the committed @10 (`make train`); the experiments since continue it.
+_AT10 = (*_FULL, _BROAD, _BATCH, _BATCH2)
 # 4,096-token batches at broad's peak lr: on a CPU without native bf16 (float32) they train
 # twice the tokens per second of 16,384-token ones (session 25: ~3,000 against ~1,500).
 _LINES = replace(_BROAD, episodes=12000, minutes=50.0, seed=43, reasoning=recall.LINES,
@@ -138,7 +140,7 @@ PROFILES = {
     # the same recipe on 16,000 other fresh episodes (data seed 37) for 60 minutes (556 steps,
     # 8.8 M tokens; docs/MODEL.md). With --work holding batch's eight stages, or
     # --continue-from a directory holding @9, it trains this one only.
-    "batch2": Profile((*_FULL, _BROAD, _BATCH, _BATCH2), eval_episodes=120),
+    "batch2": Profile(_AT10, eval_episodes=120),
     # An experiment (session 25, not adopted: held-out 0.611 against @10's 0.646; the model
     # learnt to write the listing but got it right on 8 of 22 checkable turns; docs/MODEL.md):
     # a tenth stage continues @10 (broad's recipe) on 12,000 fresh episodes (data seed 43)
@@ -146,19 +148,19 @@ PROFILES = {
     # listing the file's lines, numbered as grep -n numbers them, before they answer; counting
     # and searching drawn more often. With --continue-from a directory holding @10 it trains
     # this one only.
-    "lines": Profile((*_FULL, _BROAD, _BATCH, _BATCH2, _LINES), eval_episodes=120),
+    "lines": Profile((*_AT10, _LINES), eval_episodes=120),
     # An experiment (session 26, not adopted: held-out 0.644 against @10's 0.646, validation
     # 0.647 against 0.619, beyond-list 0.553 against 0.565; docs/MODEL.md): a tenth stage
     # continues @10 in batches of 65,536 tokens on 24,000 fresh episodes (data seed 47) for 90
     # minutes (187 steps, 12.1 M tokens). With --continue-from a directory holding @10 it trains
     # this one only.
-    "batch64": Profile((*_FULL, _BROAD, _BATCH, _BATCH2, _BATCH64), eval_episodes=120),
+    "batch64": Profile((*_AT10, _BATCH64), eval_episodes=120),
     # An experiment (session 27, not adopted: held-out 0.649 against @10's 0.646, validation
     # 0.616 against 0.619, beyond-list 0.569 against 0.565; 30 turns won, 29 lost over the
     # three sets; docs/MODEL.md): a tenth stage continues @10 at a low peak lr (_ANNEAL) for 70
     # minutes (2,453 steps, 8.6 M tokens). With --continue-from a directory holding @10 it
     # trains this one only.
-    "anneal": Profile((*_FULL, _BROAD, _BATCH, _BATCH2, _ANNEAL), eval_episodes=120),
+    "anneal": Profile((*_AT10, _ANNEAL), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
@@ -201,7 +203,7 @@ PROFILES = {
     # The other choice for a lent GPU (session 23, not yet run there): a tenth stage continues
     # @10 (`--continue-from models/worldserve-tiny-moe`) with its own recipe ("batch": batches
     # of 16,384 tokens) on 24,000 fresh episodes of every command kind, for 4 minutes.
-    "gpu-continue": Profile((*_FULL, _BROAD, _BATCH, _BATCH2,
+    "gpu-continue": Profile((*_AT10,
                              replace(_BATCH, episodes=24000, minutes=4.0, seed=41)),
                             eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
