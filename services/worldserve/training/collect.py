@@ -17,7 +17,7 @@ import multiprocessing
 import os
 import random
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -149,6 +149,8 @@ class Draw:
     focus: Focus
     commands: str
     reasoning: str
+    pieces: tuple[str, ...] = ()
+    piece_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ def _episodes(job: Job) -> Iterator[Episode]:
     try:
         for index in range(job.first, job.count, job.workers):
             rng = random.Random(f"{job.seed}:{job.split}:{index}")
-            vocab = Vocab(rng, job.split)
+            vocab = Vocab(rng, job.split, draw.pieces, draw.piece_share)
             turns = rng.randint(2, MAX_TURNS)
             if index % 3 == 2:
                 yield mcp_episode(index, rng, vocab, server, turns, draw.fault_rate, tool_focus)
@@ -204,7 +206,8 @@ def collect_workers(cores: int | None = None) -> int:
 def collect(path: Path, count: int, seed: int, split: str = "train",
             workers: int = 2, progress: bool = True,
             fault_rate: float = FAULT_RATE, focus: Focus = (),
-            commands: str = "trained", reasoning: str = "plain") -> list[Episode]:
+            commands: str = "trained", reasoning: str = "plain",
+            pieces: Sequence[str] = (), piece_share: float = 0.0) -> list[Episode]:
     """``count`` episodes in ``path`` (JSONL, ordered by index); resumes a partial run.
 
     ``fault_rate``: the share of episodes whose last turn carries a fault. ``focus``: (command
@@ -212,9 +215,11 @@ def collect(path: Path, count: int, seed: int, split: str = "train",
     ("mcp:" + tool kind, factor) pairs for MCP tools (``mcp_tools.OPTIONAL_KINDS``).
     ``commands``: which Terminal command kinds are drawn (``terminal.COMMAND_SETS``).
     ``reasoning``: the reasoning the turns carry (``recall.STYLES``; only "lines" is written
-    here, the others are made from the turns when a stage encodes them)."""
+    here, the others are made from the turns when a stage encodes them). ``pieces``,
+    ``piece_share``: piece words among the words drawn (``words.Vocab``)."""
     terminal.kind_weights(split_focus(focus)[0], commands)  # fails here, not in a worker
     recall.check_style(reasoning)
+    Vocab(random.Random(0), split, pieces, piece_share)  # a bad share fails here too
     if path.exists():
         have = [Episode.from_json(line) for line in path.open()]
         if len(have) >= count:
@@ -237,7 +242,7 @@ def collect(path: Path, count: int, seed: int, split: str = "train",
         part.unlink()
     # Each worker takes every workers-th index, from the first of its own not yet collected.
     t0 = time.time()
-    draw = Draw(fault_rate, focus, commands, reasoning)
+    draw = Draw(fault_rate, focus, commands, reasoning, tuple(pieces), piece_share)
     jobs = []
     for w in range(workers):
         first = w

@@ -29,6 +29,7 @@ from transformers import PreTrainedTokenizerFast, Qwen3MoeConfig, Qwen3MoeForCau
 from worldserve.training import card, growth, precision, recall
 from worldserve.training.collect import FAULT_RATE, Episode, Focus, collect, collect_workers
 from worldserve.training.sequence import segments
+from worldserve.training.words import pieces
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content']"
@@ -69,11 +70,16 @@ class Stage:
     reasoning: str = "plain"  # the reasoning each answer is trained to give (recall.STYLES)
     size: str = "tiny"  # the model a first stage starts (SIZES); later stages keep theirs
     batch_tokens: int = 0  # tokens per batch (padded); 0: the profile's
+    # Share of drawn words that are piece words of the tokenizer it continues (words.Vocab);
+    # a first stage has no tokenizer before its data, so it must leave this 0.
+    piece_share: float = 0.0
 
     def __post_init__(self) -> None:  # before minutes of collection, not after
         recall.check_style(self.reasoning)
         if self.size not in SIZES:
             raise ValueError(f"unknown model size {self.size!r}; known: {sorted(SIZES)}")
+        if not 0.0 <= self.piece_share < 1.0:
+            raise ValueError(f"piece share {self.piece_share} is not in [0, 1)")
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,11 @@ _BATCH64 = replace(_BATCH, episodes=24000, minutes=90.0, seed=47, warmup_steps=3
 # batches (the faster size on a CPU without native bf16), on 16,000 fresh episodes: does
 # annealing what @10 knows gain where another stage at 5e-4 tied? (No: docs/MODEL.md.)
 _ANNEAL = replace(_BATCH, minutes=70.0, seed=53, lr=1.5e-4, warmup_steps=20, batch_tokens=4096)
+# Piece words (session 28): @10's stage again on fresh episodes in which a quarter of the words
+# and names are joined from its tokenizer's word tokens (words.Vocab), so that every token is
+# copied as content somewhere: `make demo` loses `todo` (never content in @10's data) and
+# `error` (only ever a JSON key there).
+_PIECES = replace(_BATCH2, minutes=60.0, seed=59, piece_share=0.25)
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -161,6 +172,10 @@ PROFILES = {
     # minutes (2,453 steps, 8.6 M tokens). With --continue-from a directory holding @10 it
     # trains this one only.
     "anneal": Profile((*_AT10, _ANNEAL), eval_episodes=120),
+    # An experiment (session 28): a tenth stage continues @10 with its recipe on 16,000 fresh
+    # episodes (data seed 59) a quarter of whose words are piece words (_PIECES). With
+    # --continue-from a directory holding @10 it trains this one only.
+    "pieces": Profile((*_AT10, _PIECES), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
@@ -389,13 +404,21 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
     sdir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(args.seed + index)
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    prev = stage_dir(work, index - 1) / "model" if index else None
+    piece_list: tuple[str, ...] = ()
+    if stage.piece_share:
+        if prev is None:
+            raise ValueError("a first stage has no tokenizer to draw piece words from")
+        piece_list = pieces(_load_tokenizer(prev).get_vocab())
     train_eps = collect(sdir / "train.jsonl", stage.episodes, seed=args.seed + stage.seed,
                         workers=args.workers, fault_rate=stage.fault_rate, focus=stage.focus,
-                        commands=stage.commands, reasoning=stage.reasoning)
+                        commands=stage.commands, reasoning=stage.reasoning,
+                        pieces=piece_list, piece_share=stage.piece_share)
     log(work, f"stage {index + 1}: {len(train_eps)} train episodes "
               f"(seed {args.seed + stage.seed}, fault share {stage.fault_rate}, "
-              f"focus {dict(stage.focus) or 'none'}, commands {stage.commands})")
-    prev = stage_dir(work, index - 1) / "model" if index else None
+              f"focus {dict(stage.focus) or 'none'}, commands {stage.commands}"
+              + (f", piece words {stage.piece_share} of {len(piece_list)} pieces)"
+                 if piece_list else ")"))
     tok_dir = sdir / "tokenizer"
     if (tok_dir / "tokenizer.json").exists():
         tok = _load_tokenizer(tok_dir)
@@ -479,6 +502,7 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
               **({"commands": stage.commands} if stage.commands != "trained" else {}),
               **({"layers": stage.layers} if stage.layers else {}),
               **({"reasoning": stage.reasoning} if stage.reasoning != "plain" else {}),
+              **({"piece_share": stage.piece_share} if stage.piece_share else {}),
               "batch_tokens": batch_tokens,
               "tokens_per_epoch": total_tokens, "tokens_seen": seen, "steps": step,
               "train_seconds": round(elapsed), "device": device,

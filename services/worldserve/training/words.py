@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 import string
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 SPLITS = ("train", "heldout")
@@ -46,17 +48,52 @@ def words(split: str) -> tuple[str, ...]:
     return tuple(w for w in _source_words() if split_of(w) == split)
 
 
-class Vocab:
-    """Random names, words, identifiers and numbers drawn from one split."""
+_PIECE = re.compile(r"[A-Za-z]{2,}")
+_PIECE_COUNTS = (1, 1, 2, 2, 2, 3)  # how many pieces a piece word joins, drawn uniformly
 
-    def __init__(self, rng: random.Random, split: str = "train") -> None:
+
+def pieces(tokens: Iterable[str]) -> tuple[str, ...]:
+    """The tokens of a tokenizer's vocabulary that are words of two letters or more, sorted:
+    the pieces ``Vocab`` joins into piece words (byte-level BPE spells ASCII letters as
+    themselves; whitespace is a token of its own, so no word token carries a space)."""
+    return tuple(sorted({t for t in tokens if _PIECE.fullmatch(t)}))
+
+
+class Vocab:
+    """Random names, words, identifiers and numbers drawn from one split.
+
+    ``pieces`` and ``piece_share`` (session 28): a word or name is, with that probability, a
+    *piece word* instead of a word of the list: one to three tokens of the tokenizer's
+    vocabulary joined (``pieces``; ``todo`` + ``md``). Drawn words leave many tokens unseen as
+    content (``todo`` never, ``error`` only as a JSON key), and a model does not copy a token
+    it has never copied. A piece word is in the split its own hash puts it in, like any word
+    (drawn again until it is): a held-out set with piece words holds none a training set
+    does."""
+
+    def __init__(self, rng: random.Random, split: str = "train", pieces: Sequence[str] = (),
+                 piece_share: float = 0.0) -> None:
+        if piece_share and not pieces:
+            raise ValueError("a piece share needs pieces to join")
         self.rng = rng
         self.split = split
         self._words = words(split)
+        self._pieces = pieces
+        self._piece_share = piece_share
+
+    def _pick(self) -> str:
+        """A word of the list, or (``piece_share`` of the time) a piece word; with no share,
+        exactly one draw of the rng, as before pieces existed (data seeds reproduce)."""
+        if self._piece_share and self.rng.random() < self._piece_share:
+            while True:
+                w = "".join(self.rng.choice(self._pieces)
+                            for _ in range(self.rng.choice(_PIECE_COUNTS)))
+                if len(w) <= 16 and split_of(w) == self.split:
+                    return w
+        return self.rng.choice(self._words)
 
     def word(self) -> str:
         r = self.rng.random()
-        w = self.rng.choice(self._words)
+        w = self._pick()
         if r < 0.06:
             return w.capitalize()
         if r < 0.09:
@@ -71,10 +108,10 @@ class Vocab:
             return "".join(r.choice(string.ascii_lowercase + string.digits)
                            for _ in range(r.randint(3, 7)))
         if kind < 0.7:
-            first = r.choice(self._words)
-            second = r.choice(self._words) if r.random() < 0.5 else r.randint(1, 2099)
+            first = self._pick()
+            second = self._pick() if r.random() < 0.5 else r.randint(1, 2099)
             return f"{first}_{second}"
-        return f"{r.choice(self._words)}{r.randint(0, 99)}"
+        return f"{self._pick()}{r.randint(0, 99)}"
 
     def number(self) -> str:
         r = self.rng.random()
@@ -97,7 +134,7 @@ class Vocab:
         return " ".join(self.token() for _ in range(self.rng.randint(lo, hi)))
 
     def stem(self) -> str:
-        return self.rng.choice(self._words) if self.rng.random() < 0.65 else self.ident()
+        return self._pick() if self.rng.random() < 0.65 else self.ident()
 
     def file_name(self) -> str:
         ext = self.rng.choices(_EXTS, weights=_EXT_WEIGHTS)[0]

@@ -1,0 +1,45 @@
+"""Piece words (words.Vocab): every token of the tokenizer copied as content, the split kept."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from worldserve.training import train as T
+from worldserve.training import words
+
+PIECES = words.pieces(["todo", "error", "As", "a", "Ġ", "md", "3x", "ing", ".", "ré", "notes"])
+
+
+def test_pieces_are_the_word_tokens_of_two_letters_or_more() -> None:
+    assert PIECES == ("As", "error", "ing", "md", "notes", "todo")
+
+
+@pytest.mark.parametrize("split", words.SPLITS)
+def test_piece_words_join_pieces_and_keep_to_their_split(split: str) -> None:
+    vocab = words.Vocab(random.Random(7), split, PIECES, piece_share=0.9)
+    drawn = [vocab.stem() for _ in range(400)]
+    joined = [w for w in drawn if re.fullmatch("(?:" + "|".join(PIECES) + ")+", w)]
+    assert len(joined) > 100  # most names are piece words at this share
+    # a held-out set holds no training piece word, nor a training set a held-out one
+    assert all(words.split_of(w) == split for w in joined)
+    assert {p for p in PIECES if any(p in w for w in joined)} == set(PIECES)
+
+
+def test_without_a_share_the_draws_are_those_of_before() -> None:
+    plain = words.Vocab(random.Random(11))
+    with_pieces = words.Vocab(random.Random(11), "train", PIECES, piece_share=0.0)
+    assert [plain.line() for _ in range(200)] == [with_pieces.line() for _ in range(200)]
+    assert [plain.file_name() for _ in range(50)] == [with_pieces.file_name() for _ in range(50)]
+
+
+def test_a_share_needs_pieces_and_a_stage_share_is_a_fraction() -> None:
+    with pytest.raises(ValueError, match="needs pieces"):
+        words.Vocab(random.Random(1), "train", (), piece_share=0.2)
+    with pytest.raises(ValueError, match="not in"):
+        T.Stage(episodes=1, minutes=1, piece_share=1.0)
+    pieces_stage = T.PROFILES["pieces"].stages[-1]
+    assert pieces_stage.piece_share == 0.25
+    assert T.PROFILES["pieces"].stages[:-1] == T.PROFILES["batch2"].stages
