@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 WHEELS := $(wildcard /opt/wheels)
 
-.PHONY: install demo up test check lint typecheck importlint proto proto-check train train-quick device-wheels eval-model eval-beyond clean loadtest
+.PHONY: install demo up test check lint typecheck importlint proto proto-check train train-quick device-wheels eval-model eval-beyond eval-pieces clean loadtest
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -56,8 +56,8 @@ proto: install           ## regenerate services/worldserve/v1 from protos/
 proto-check: install
 	$(PY) -m pytest -q tests/unit/test_codegen.py
 
-train: install           ## retrain the committed checkpoint (resumable; nine stages, ~13 h on 2 cores)
-	$(PY) -m worldserve.training.train --profile batch2 --out models/worldserve-tiny-moe
+train: install           ## retrain the committed checkpoint (resumable; ten stages, ~14 h on 2 cores)
+	$(PY) -m worldserve.training.train --profile pieces --out models/worldserve-tiny-moe
 
 train-quick: install     ## a smaller model in .worldserve/model-quick (resumable; < 30 min)
 	$(PY) -m worldserve.training.train --profile quick --out .worldserve/model-quick
@@ -71,6 +71,10 @@ eval-model: install      ## held-out fidelity of the committed checkpoint, per c
 eval-beyond: install     ## the same on real runs of the coreutils beyond the first list (per kind)
 	$(PY) -m worldserve.training.heldout --model models/worldserve-tiny-moe --domain TERMINAL \
 		--data models/worldserve-tiny-moe/data/beyond_episodes.jsonl --by-kind
+
+eval-pieces: install     ## the same on held-out episodes a quarter of whose words are piece words
+	$(PY) -m worldserve.training.heldout --model models/worldserve-tiny-moe \
+		--data models/worldserve-tiny-moe/data/pieces_episodes.jsonl
 
 clean:
 	rm -rf .worldserve .pytest_cache .mypy_cache .ruff_cache

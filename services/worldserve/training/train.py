@@ -105,7 +105,7 @@ _BROAD = replace(_FULL[-1], minutes=80.0, seed=11, commands="all")
 _BATCH = replace(_BROAD, episodes=16000, minutes=50.0, seed=31, lr=5e-4, warmup_steps=100,
                  batch_tokens=16384)
 _BATCH2 = replace(_BATCH, minutes=60.0, seed=37)
-# The nine stages that made the committed @10 (`make train`); the experiments since continue it.
+# The nine stages that made @10; the experiments of sessions 25-28 continue it.
 _AT10 = (*_FULL, _BROAD, _BATCH, _BATCH2)
 # 4,096-token batches at broad's peak lr: on a CPU without native bf16 (float32) they train
 # twice the tokens per second of 16,384-token ones (session 25: ~3,000 against ~1,500).
@@ -126,6 +126,8 @@ _ANNEAL = replace(_BATCH, minutes=70.0, seed=53, lr=1.5e-4, warmup_steps=20, bat
 # copied as content somewhere: `make demo` loses `todo` (never content in @10's data) and
 # `error` (only ever a JSON key there).
 _PIECES = replace(_BATCH2, minutes=60.0, seed=59, piece_share=0.25)
+# The ten stages that made the committed @11 (`make train`).
+_AT11 = (*_AT10, _PIECES)
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -147,10 +149,10 @@ PROFILES = {
     # earlier stages' (676 steps, 10.7 M tokens; docs/MODEL.md). With --work holding broad's
     # seven stages, or --continue-from a directory holding @8, it trains this one only.
     "batch": Profile((*_FULL, _BROAD, _BATCH), eval_episodes=120),
-    # The committed checkpoint (@10, session 24; `make train`): a ninth stage continues @9 with
-    # the same recipe on 16,000 other fresh episodes (data seed 37) for 60 minutes (556 steps,
-    # 8.8 M tokens; docs/MODEL.md). With --work holding batch's eight stages, or
-    # --continue-from a directory holding @9, it trains this one only.
+    # @10 (session 24): a ninth stage continues @9 with the same recipe on 16,000 other fresh
+    # episodes (data seed 37) for 60 minutes (556 steps, 8.8 M tokens; docs/MODEL.md). With
+    # --work holding batch's eight stages, or --continue-from a directory holding @9, it
+    # trains this one only.
     "batch2": Profile(_AT10, eval_episodes=120),
     # An experiment (session 25, not adopted: held-out 0.611 against @10's 0.646; the model
     # learnt to write the listing but got it right on 8 of 22 checkable turns; docs/MODEL.md):
@@ -172,10 +174,11 @@ PROFILES = {
     # minutes (2,453 steps, 8.6 M tokens). With --continue-from a directory holding @10 it
     # trains this one only.
     "anneal": Profile((*_AT10, _ANNEAL), eval_episodes=120),
-    # An experiment (session 28): a tenth stage continues @10 with its recipe on 16,000 fresh
-    # episodes (data seed 59) a quarter of whose words are piece words (_PIECES). With
+    # The committed checkpoint (@11, session 28; `make train`): a tenth stage continues @10
+    # with its recipe on 16,000 fresh episodes (data seed 59) a quarter of whose words and
+    # names are piece words (_PIECES; 759 steps, 12.0 M tokens; docs/MODEL.md). With
     # --continue-from a directory holding @10 it trains this one only.
-    "pieces": Profile((*_AT10, _PIECES), eval_episodes=120),
+    "pieces": Profile(_AT11, eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
@@ -215,11 +218,12 @@ PROFILES = {
     "gpu": Profile((Stage(episodes=24000, minutes=4.0, seed=29, fault_rate=0.4, lr=2e-3,
                           warmup_steps=200, commands="all", size="wide"),),
                    eval_episodes=120, batch_tokens=16384, weights="bfloat16"),
-    # The other choice for a lent GPU (session 23, not yet run there): a tenth stage continues
-    # @10 (`--continue-from models/worldserve-tiny-moe`) with its own recipe ("batch": batches
-    # of 16,384 tokens) on 24,000 fresh episodes of every command kind, for 4 minutes.
-    "gpu-continue": Profile((*_AT10,
-                             replace(_BATCH, episodes=24000, minutes=4.0, seed=41)),
+    # The other choice for a lent GPU (session 23, not yet run there): an eleventh stage
+    # continues @11 (`--continue-from models/worldserve-tiny-moe`) with its own recipe (batches
+    # of 16,384 tokens, a quarter piece words) on 24,000 fresh episodes of every command kind,
+    # for 4 minutes.
+    "gpu-continue": Profile((*_AT11,
+                             replace(_PIECES, episodes=24000, minutes=4.0, seed=41)),
                             eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
     # kinds @5 gets wrong (reading, listing, searching, transforming) more often and the writes
