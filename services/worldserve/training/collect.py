@@ -149,8 +149,8 @@ class Draw:
     focus: Focus
     commands: str
     reasoning: str
-    pieces: tuple[str, ...] = ()
-    piece_share: float = 0.0
+    pieces: tuple[str, ...]
+    piece_share: float
 
 
 @dataclass(frozen=True)
