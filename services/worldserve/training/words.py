@@ -64,7 +64,7 @@ class Vocab:
 
     ``pieces`` and ``piece_share`` (session 28): a word or name is, with that probability, a
     *piece word* instead of a word of the list: one to three tokens of the tokenizer's
-    vocabulary joined (``pieces``; ``todo`` + ``md``). Drawn words leave many tokens unseen as
+    vocabulary joined (``pieces``; ``todo`` + ``ing``). Drawn words leave many tokens unseen as
     content (``todo`` never, ``error`` only as a JSON key), and a model does not copy a token
     it has never copied. A piece word is in the split its own hash puts it in, like any word
     (drawn again until it is): a held-out set with piece words holds none a training set
