@@ -409,11 +409,20 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
     torch.manual_seed(args.seed + index)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     prev = stage_dir(work, index - 1) / "model" if index else None
+    tok_dir = sdir / "tokenizer"
+    # A later stage keeps the tokenizer of the one before; only a first stage fits one to its
+    # data. Loaded before collection: piece words are drawn from it.
+    tok: PreTrainedTokenizerFast | None = None
+    if (tok_dir / "tokenizer.json").exists():
+        tok = _load_tokenizer(tok_dir)
+    elif prev is not None:
+        tok = _load_tokenizer(prev)
+        tok.save_pretrained(tok_dir)
     piece_list: tuple[str, ...] = ()
     if stage.piece_share:
-        if prev is None:
+        if prev is None or tok is None:
             raise ValueError("a first stage has no tokenizer to draw piece words from")
-        piece_list = pieces(_load_tokenizer(prev).get_vocab())
+        piece_list = pieces(tok.get_vocab())
     train_eps = collect(sdir / "train.jsonl", stage.episodes, seed=args.seed + stage.seed,
                         workers=args.workers, fault_rate=stage.fault_rate, focus=stage.focus,
                         commands=stage.commands, reasoning=stage.reasoning,
@@ -423,13 +432,7 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
               f"focus {dict(stage.focus) or 'none'}, commands {stage.commands}"
               + (f", piece words {stage.piece_share} of {len(piece_list)} pieces)"
                  if piece_list else ")"))
-    tok_dir = sdir / "tokenizer"
-    if (tok_dir / "tokenizer.json").exists():
-        tok = _load_tokenizer(tok_dir)
-    elif prev is not None:
-        tok = _load_tokenizer(prev)
-        tok.save_pretrained(tok_dir)
-    else:
+    if tok is None:
         texts = ["".join(t for t, _ in segments(e, CHAT_TEMPLATE, 0.0)) for e in train_eps[:3000]]
         tok = build_tokenizer(texts, args.vocab)
         tok.save_pretrained(tok_dir)
