@@ -43,3 +43,36 @@ def test_a_share_needs_pieces_and_a_stage_share_is_a_fraction() -> None:
     pieces_stage = T.PROFILES["pieces"].stages[-1]
     assert pieces_stage.piece_share == 0.25
     assert T.PROFILES["pieces"].stages[:-1] == T.PROFILES["batch2"].stages
+
+
+def test_rare_weights_favour_the_pieces_the_words_carry_least() -> None:
+    tokenized = [["Ġ", "ing", "md"], ["Ġ", "ing"], ["Ġ", "ing"]]
+    weights = words.rare_weights(PIECES, tokenized)
+    by_piece = dict(zip(PIECES, weights, strict=True))
+    assert by_piece["todo"] == by_piece["error"] == 1.0  # never carried: the most
+    assert by_piece["md"] == pytest.approx(1 / 2 ** 0.5)
+    assert by_piece["ing"] == pytest.approx(0.5)  # carried three times: the least
+
+
+def test_weighted_pieces_are_drawn_as_weighted_and_keep_to_the_split() -> None:
+    weights = [0.0 if p == "ing" else 1.0 for p in PIECES]
+    vocab = words.Vocab(random.Random(3), "train", PIECES, piece_share=0.9, piece_weights=weights)
+    drawn = [vocab.stem() for _ in range(400)]
+    joined = [w for w in drawn if re.fullmatch("(?:" + "|".join(PIECES) + ")+", w)]
+    assert len(joined) > 100
+    assert all(words.split_of(w) == "train" for w in joined)
+    # a piece of weight 0 is never drawn (a list word may still hold the letters)
+    assert not any(w.endswith("ing") and w[:-3] and re.fullmatch(
+        "(?:" + "|".join(PIECES) + ")+", w[:-3]) for w in joined)
+
+
+def test_piece_weights_must_fit_the_pieces_and_rare_pieces_need_a_share() -> None:
+    with pytest.raises(ValueError, match="one non-negative weight per piece"):
+        words.Vocab(random.Random(1), "train", PIECES, 0.2, piece_weights=[1.0])
+    with pytest.raises(ValueError, match="one non-negative weight per piece"):
+        words.Vocab(random.Random(1), "train", PIECES, 0.2, piece_weights=[0.0] * len(PIECES))
+    with pytest.raises(ValueError, match="need a piece share"):
+        T.Stage(episodes=1, minutes=1, rare_pieces=True)
+    rare = T.PROFILES["rare"].stages
+    assert rare[:-1] == T.PROFILES["pieces"].stages
+    assert rare[-1].rare_pieces and rare[-1].piece_share == 0.35

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-from worldserve.training.train import collate, forward_inputs, weighted_loss
+from worldserve.training.train import collate, forward_inputs, memory_trimmer, weighted_loss
 
 
 def test_a_batch_without_a_mask_trains_as_it_would_with_one() -> None:
@@ -29,3 +29,12 @@ def test_a_batch_without_a_mask_trains_as_it_would_with_one() -> None:
     assert torch.allclose(unmasked[1, :3], alone[0], atol=1e-5)
     assert torch.isclose(weighted_loss(masked, inp, weights), weighted_loss(unmasked, inp, weights),
                          atol=1e-6)
+
+
+def test_the_trim_hands_freed_memory_back_after_a_large_block() -> None:
+    """glibc (Linux here): malloc_trim(0) after a freed block that glibc kept in its heap."""
+    trim = memory_trimmer()
+    assert trim is not None
+    block = torch.empty(8 << 20, dtype=torch.uint8).fill_(1)  # 8 MiB, pages touched
+    del block
+    assert trim() in (0, 1)  # 1: memory was returned, 0: there was none to return

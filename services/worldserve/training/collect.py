@@ -151,6 +151,7 @@ class Draw:
     reasoning: str
     pieces: tuple[str, ...]
     piece_share: float
+    piece_weights: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ def _episodes(job: Job) -> Iterator[Episode]:
     try:
         for index in range(job.first, job.count, job.workers):
             rng = random.Random(f"{job.seed}:{job.split}:{index}")
-            vocab = Vocab(rng, job.split, draw.pieces, draw.piece_share)
+            vocab = Vocab(rng, job.split, draw.pieces, draw.piece_share, draw.piece_weights)
             turns = rng.randint(2, MAX_TURNS)
             if index % 3 == 2:
                 yield mcp_episode(index, rng, vocab, server, turns, draw.fault_rate, tool_focus)
@@ -207,7 +208,8 @@ def collect(path: Path, count: int, seed: int, split: str = "train",
             workers: int = 2, progress: bool = True,
             fault_rate: float = FAULT_RATE, focus: Focus = (),
             commands: str = "trained", reasoning: str = "plain",
-            pieces: Sequence[str] = (), piece_share: float = 0.0) -> list[Episode]:
+            pieces: Sequence[str] = (), piece_share: float = 0.0,
+            piece_weights: Sequence[float] = ()) -> list[Episode]:
     """``count`` episodes in ``path`` (JSONL, ordered by index); resumes a partial run.
 
     ``fault_rate``: the share of episodes whose last turn carries a fault. ``focus``: (command
@@ -216,10 +218,10 @@ def collect(path: Path, count: int, seed: int, split: str = "train",
     ``commands``: which Terminal command kinds are drawn (``terminal.COMMAND_SETS``).
     ``reasoning``: the reasoning the turns carry (``recall.STYLES``; only "lines" is written
     here, the others are made from the turns when a stage encodes them). ``pieces``,
-    ``piece_share``: piece words among the words drawn (``words.Vocab``)."""
+    ``piece_share``, ``piece_weights``: piece words among the words drawn (``words.Vocab``)."""
     terminal.kind_weights(split_focus(focus)[0], commands)  # fails here, not in a worker
     recall.check_style(reasoning)
-    Vocab(random.Random(0), split, pieces, piece_share)  # a bad share fails here too
+    Vocab(random.Random(0), split, pieces, piece_share, piece_weights)  # bad ones fail here
     if path.exists():
         have = [Episode.from_json(line) for line in path.open()]
         if len(have) >= count:
@@ -242,7 +244,8 @@ def collect(path: Path, count: int, seed: int, split: str = "train",
         part.unlink()
     # Each worker takes every workers-th index, from the first of its own not yet collected.
     t0 = time.time()
-    draw = Draw(fault_rate, focus, commands, reasoning, tuple(pieces), piece_share)
+    draw = Draw(fault_rate, focus, commands, reasoning, tuple(pieces), piece_share,
+                tuple(piece_weights))
     jobs = []
     for w in range(workers):
         first = w

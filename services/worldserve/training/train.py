@@ -19,6 +19,7 @@ import os
 import random
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from transformers import PreTrainedTokenizerFast, Qwen3MoeConfig, Qwen3MoeForCau
 from worldserve.training import card, growth, precision, recall
 from worldserve.training.collect import FAULT_RATE, Episode, Focus, collect, collect_workers
 from worldserve.training.sequence import segments
-from worldserve.training.words import pieces
+from worldserve.training.words import pieces, rare_weights, words
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content']"
@@ -73,6 +74,9 @@ class Stage:
     # Share of drawn words that are piece words of the tokenizer it continues (words.Vocab);
     # a first stage has no tokenizer before its data, so it must leave this 0.
     piece_share: float = 0.0
+    # Pieces drawn in inverse proportion to how often the list words carry them
+    # (words.rare_weights; session 29) instead of all as often; needs a piece share.
+    rare_pieces: bool = False
 
     def __post_init__(self) -> None:  # before minutes of collection, not after
         recall.check_style(self.reasoning)
@@ -80,6 +84,8 @@ class Stage:
             raise ValueError(f"unknown model size {self.size!r}; known: {sorted(SIZES)}")
         if not 0.0 <= self.piece_share < 1.0:
             raise ValueError(f"piece share {self.piece_share} is not in [0, 1)")
+        if self.rare_pieces and not self.piece_share:
+            raise ValueError("rare pieces need a piece share")
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,11 @@ _ANNEAL = replace(_BATCH, minutes=70.0, seed=53, lr=1.5e-4, warmup_steps=20, bat
 _PIECES = replace(_BATCH2, minutes=60.0, seed=59, piece_share=0.25)
 # The ten stages that made the committed @11 (`make train`).
 _AT11 = (*_AT10, _PIECES)
+# More and rarer pieces (session 29): @11's stage again, with 35 % piece words instead of 25 %,
+# drawn in inverse proportion to the square root of how often the list words carry them
+# (words.rare_weights): with every piece as likely, a piece in 1,000 episodes is content 5
+# times at the median and 235 pieces not at all.
+_RARE = replace(_PIECES, minutes=55.0, seed=61, piece_share=0.35, rare_pieces=True)
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -179,6 +190,10 @@ PROFILES = {
     # names are piece words (_PIECES; 759 steps, 12.0 M tokens; docs/MODEL.md). With
     # --continue-from a directory holding @10 it trains this one only.
     "pieces": Profile(_AT11, eval_episodes=120),
+    # An experiment (session 29): an eleventh stage continues @11 with its recipe on 16,000
+    # fresh episodes (data seed 61), 35 % of whose words are piece words that draw the rarely
+    # carried pieces more (_RARE). With --continue-from a directory holding @11 it trains this one only.
+    "rare": Profile((*_AT11, _RARE), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
@@ -349,27 +364,30 @@ def optimizer_step(model: Qwen3MoeForCausalLM, opt: torch.optim.Optimizer,
     return loss
 
 
-# Above this many tokens per batch, a CPU stage returns large blocks to the system as they are
-# freed. Session 23's stage of 16,384-token batches grew to 23.7 GB in 28 minutes (glibc kept
-# the freed blocks of ever-changing shapes) and the OOM killer stopped it; with the threshold it
-# stayed at 1.8-3.8 GB, for about a quarter fewer tokens per second (docs/MODEL.md, "@9").
+# Above this many tokens per batch, a CPU stage hands its freed memory back to the system after
+# every step. Session 23's stage of 16,384-token batches grew to 23.7 GB in 28 minutes (glibc
+# kept the freed blocks of ever-changing shapes) and the OOM killer stopped it. Sessions 23-28
+# set glibc's mmap threshold to 64 KiB instead, so that every large block was a fresh mmap: the
+# memory stayed flat, but each block's pages were faulted in and zeroed anew, a third of the CPU
+# time in the kernel. One malloc_trim(0) per step keeps the memory as flat, at 1.39x the tokens
+# per second (session 29, bench/alloc_speed.py, docs/BENCHMARKS.md).
 LARGE_CPU_BATCH = 4096
-MMAP_THRESHOLD = 65536  # bytes: a freed block this large goes back to the system
 
 
-def return_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
-    """glibc's ``mallopt(M_MMAP_THRESHOLD, threshold)`` (what ``MALLOC_MMAP_THRESHOLD_`` sets at
-    start-up) for this process; False where there is no glibc."""
+def memory_trimmer() -> Callable[[], object] | None:
+    """glibc's ``malloc_trim(0)``, which returns the free pages of every arena to the system;
+    None where there is no glibc."""
     import ctypes
     import ctypes.util
 
     name = ctypes.util.find_library("c")
     if name is None:
-        return False
+        return None
     try:
-        return bool(ctypes.CDLL(name).mallopt(-3, threshold))  # -3: M_MMAP_THRESHOLD
+        malloc_trim = ctypes.CDLL(name).malloc_trim
     except (OSError, AttributeError):
-        return False
+        return None
+    return lambda: malloc_trim(0)
 
 
 def log(work: Path, line: str) -> None:
@@ -401,6 +419,13 @@ def _load_tokenizer(d: Path) -> PreTrainedTokenizerFast:
     return tok
 
 
+def _word_tokens(tok: PreTrainedTokenizerFast) -> list[list[str]]:
+    """The training split's list words as ``tok`` splits them after a space (as in a file)."""
+    encodings = tok.backend_tokenizer.encode_batch([" " + w for w in words("train")],
+                                                   add_special_tokens=False)
+    return [e.tokens for e in encodings]
+
+
 def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
               batch_tokens: int) -> StageResult:
     """Train one stage to its budget (resuming its checkpoint); the model stays in memory."""
@@ -419,19 +444,23 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
         tok = _load_tokenizer(prev)
         tok.save_pretrained(tok_dir)
     piece_list: tuple[str, ...] = ()
+    piece_weights: tuple[float, ...] = ()
     if stage.piece_share:
         if prev is None or tok is None:
             raise ValueError("a first stage has no tokenizer to draw piece words from")
         piece_list = pieces(tok.get_vocab())
+        if stage.rare_pieces:
+            piece_weights = rare_weights(piece_list, _word_tokens(tok))
     train_eps = collect(sdir / "train.jsonl", stage.episodes, seed=args.seed + stage.seed,
                         workers=args.workers, fault_rate=stage.fault_rate, focus=stage.focus,
                         commands=stage.commands, reasoning=stage.reasoning,
-                        pieces=piece_list, piece_share=stage.piece_share)
+                        pieces=piece_list, piece_share=stage.piece_share,
+                        piece_weights=piece_weights)
     log(work, f"stage {index + 1}: {len(train_eps)} train episodes "
               f"(seed {args.seed + stage.seed}, fault share {stage.fault_rate}, "
               f"focus {dict(stage.focus) or 'none'}, commands {stage.commands}"
-              + (f", piece words {stage.piece_share} of {len(piece_list)} pieces)"
-                 if piece_list else ")"))
+              + (f", piece words {stage.piece_share} of {len(piece_list)} pieces"
+                 + (", the rare drawn more)" if piece_weights else ")") if piece_list else ")"))
     if tok is None:
         texts = ["".join(t for t, _ in segments(e, CHAT_TEMPLATE, 0.0)) for e in train_eps[:3000]]
         tok = build_tokenizer(texts, args.vocab)
@@ -470,9 +499,10 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
     bf16 = precision.use_bf16(device)
     autocast = precision.autocast(device, bf16)
     log(work, f"stage {index + 1} trains on {device} in {'bf16 autocast' if bf16 else 'float32'}")
-    if device == "cpu" and batch_tokens > LARGE_CPU_BATCH and return_large_blocks():
-        log(work, f"batches of {batch_tokens} tokens on a CPU: large blocks go back to the "
-                  f"system as they are freed (glibc mmap threshold {MMAP_THRESHOLD // 1024} KiB)")
+    trim = memory_trimmer() if device == "cpu" and batch_tokens > LARGE_CPU_BATCH else None
+    if trim is not None:
+        log(work, f"batches of {batch_tokens} tokens on a CPU: free memory goes back to the "
+                  "system after every step (glibc malloc_trim)")
     last_save = time.time()
     start = time.time() - elapsed
 
@@ -492,6 +522,8 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
             model.train()
             inp, mask, weights = (t.to(device) for t in collate(batch, tok.pad_token_id))
             loss = optimizer_step(model, opt, forward_inputs(inp), inp, weights, autocast)
+            if trim is not None:
+                trim()
             step += 1
             seen += int(mask.sum())
             if step % 20 == 0:
@@ -510,6 +542,7 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
               **({"layers": stage.layers} if stage.layers else {}),
               **({"reasoning": stage.reasoning} if stage.reasoning != "plain" else {}),
               **({"piece_share": stage.piece_share} if stage.piece_share else {}),
+              **({"rare_pieces": True} if stage.rare_pieces else {}),
               "batch_tokens": batch_tokens,
               "tokens_per_epoch": total_tokens, "tokens_seen": seen, "steps": step,
               "train_seconds": round(elapsed), "device": device,

@@ -9,9 +9,12 @@ training episode contained, whichever seed or machine built the data.
 from __future__ import annotations
 
 import hashlib
+import itertools
+import math
 import random
 import re
 import string
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
@@ -59,6 +62,15 @@ def pieces(tokens: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted({t for t in tokens if _PIECE.fullmatch(t)}))
 
 
+def rare_weights(pieces: Sequence[str], tokenized: Iterable[Sequence[str]]) -> tuple[float, ...]:
+    """A weight per piece, ``1 / sqrt(1 + n)`` where ``n`` is how often the piece occurs in
+    ``tokenized`` (the list words as the tokenizer splits them; session 29): a piece the drawn
+    words already carry often (``ing``: 2,226 of the training words) is drawn as a piece
+    rarely, one they almost never carry (``todo``, ``error``: 2; ``json``: 0) often."""
+    counts = Counter(t for tokens in tokenized for t in tokens)
+    return tuple(1.0 / math.sqrt(1 + counts[p]) for p in pieces)
+
+
 class Vocab:
     """Random names, words, identifiers and numbers drawn from one split.
 
@@ -68,25 +80,37 @@ class Vocab:
     content (``todo`` never, ``error`` only as a JSON key), and a model does not copy a token
     it has never copied. A piece word is in the split its own hash puts it in, like any word
     (drawn again until it is): a held-out set with piece words holds none a training set
-    does."""
+    does.
+
+    ``piece_weights`` (session 29; ``rare_weights``): how often each piece is drawn, one weight
+    per piece; none: every piece as often."""
 
     def __init__(self, rng: random.Random, split: str = "train", pieces: Sequence[str] = (),
-                 piece_share: float = 0.0) -> None:
+                 piece_share: float = 0.0, piece_weights: Sequence[float] = ()) -> None:
         if piece_share and not pieces:
             raise ValueError("a piece share needs pieces to join")
+        if piece_weights and (len(piece_weights) != len(pieces)
+                              or min(piece_weights) < 0 or not sum(piece_weights)):
+            raise ValueError(f"{len(piece_weights)} piece weights for {len(pieces)} pieces: "
+                             "one non-negative weight per piece, not all 0")
         self.rng = rng
         self.split = split
         self._words = words(split)
         self._pieces = pieces
         self._piece_share = piece_share
+        self._cum_weights = list(itertools.accumulate(piece_weights)) or None
+
+    def _piece(self) -> str:
+        if self._cum_weights is None:
+            return self.rng.choice(self._pieces)
+        return self.rng.choices(self._pieces, cum_weights=self._cum_weights)[0]
 
     def _pick(self) -> str:
         """A word of the list, or (``piece_share`` of the time) a piece word; with no share,
         exactly one draw of the rng, as before pieces existed (data seeds reproduce)."""
         if self._piece_share and self.rng.random() < self._piece_share:
             while True:
-                w = "".join(self.rng.choice(self._pieces)
-                            for _ in range(self.rng.choice(_PIECE_COUNTS)))
+                w = "".join(self._piece() for _ in range(self.rng.choice(_PIECE_COUNTS)))
                 if len(w) <= 16 and split_of(w) == self.split:
                     return w
         return self.rng.choice(self._words)
