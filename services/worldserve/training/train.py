@@ -190,9 +190,11 @@ PROFILES = {
     # names are piece words (_PIECES; 759 steps, 12.0 M tokens; docs/MODEL.md). With
     # --continue-from a directory holding @10 it trains this one only.
     "pieces": Profile(_AT11, eval_episodes=120),
-    # An experiment (session 29): an eleventh stage continues @11 with its recipe on 16,000
-    # fresh episodes (data seed 61), 35 % of whose words are piece words that draw the rarely
-    # carried pieces more (_RARE). With --continue-from a directory holding @11 it trains this one only.
+    # An experiment (session 29, not adopted: held-out 0.648 as @11, validation 0.628 against
+    # 0.631, piece-word set 0.646 against 0.648; 507 steps, 8.0 M tokens; docs/MODEL.md): an
+    # eleventh stage continues @11 with its recipe on 16,000 fresh episodes (data seed 61), 35 %
+    # of whose words are piece words that draw the rarely carried pieces more (_RARE). With
+    # --continue-from a directory holding @11 it trains this one only.
     "rare": Profile((*_AT11, _RARE), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
