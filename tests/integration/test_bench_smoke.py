@@ -30,6 +30,8 @@ CASES = {
                        "--max-tokens", "128"], "| concurrent sessions | output tokens/s"),
     "train_speed.py": (["--episodes", "16", "--steps", "2", "--rounds", "1"],
                        "unmasked / masked (best of 1)"),
+    "alloc_speed.py": (["--episodes", "40", "--steps", "1", "--rounds", "1",
+                        "--batch-tokens", "2048"], "default+trim / mmap64k (best of 1)"),
     "decode_speed.py": (["--size", "wide", "--tokens", "8", "--prompts", "2", "--repeats", "1",
                          "--rounds", "1"], "wide / worldserve-tiny-moe:"),
 }
