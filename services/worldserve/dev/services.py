@@ -72,12 +72,31 @@ def free_port() -> int:
             return port
 
 
-def wait_port(host: str, port: int, timeout_s: float) -> None:
+def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[bytes] | None = None,
+               ) -> None:
+    """Wait until the Redis at ``url`` answers PING.
+
+    An open port is not enough: a restarted server replays its AOF first and answers every
+    command with ``LOADING`` meanwhile (redis-py's ``BusyLoadingError``).
+    """
+    import redis
+
     deadline = time.monotonic() + timeout_s
-    while not port_open(host, port):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{host}:{port} did not open within {timeout_s:.0f}s")
-        time.sleep(0.05)
+    client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=2)
+    try:
+        while True:
+            if process is not None and process.poll() is not None:
+                raise RuntimeError(f"redis-server for {url} exited with code {process.returncode}")
+            try:
+                if client.ping():
+                    return
+            except (redis.ConnectionError, redis.TimeoutError):  # BusyLoadingError is the former
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Redis at {url} did not answer PING within {timeout_s:.0f}s")
+            time.sleep(0.05)
+    finally:
+        client.close()
 
 
 @dataclass
@@ -103,7 +122,7 @@ class BundledRedis:
              "--logfile", str(self.data_dir / "redis.log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
-        wait_port("127.0.0.1", self.port, 20)
+        wait_ready(self.url, 20, self.process)
         return self
 
     def stop(self) -> None:
