@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import random
+from types import SimpleNamespace
+
 import pytest
 
 from worldserve.domains.tools import (
@@ -14,8 +18,9 @@ from worldserve.domains.tools import (
     parse_schema,
     state_with_tools,
 )
-from worldserve.training.mcp_tools import Tool
+from worldserve.training.mcp_tools import McpEpisode, Tool, ToolState
 from worldserve.training.mcp_tools import describe as training_describe
+from worldserve.training.words import Vocab
 
 
 def test_the_prompt_block_is_the_training_form() -> None:
@@ -73,3 +78,21 @@ def test_calls_and_error_observations() -> None:
     assert is_error_observation('{"error": {"code": 429, "message": "slow down"}}')
     assert is_error_observation("<html>502 Bad Gateway")
     assert is_error_observation("[1, 2]")
+
+
+def test_a_search_query_is_drawn_for_a_record_with_no_fields() -> None:
+    """A create tool whose random field is named ``id`` makes a record of its id alone; a
+    search query drawn from its fields then has none to draw from (this crashed a 16,000-episode
+    collection in session 30). It draws a word instead."""
+    tools = {"search_widgets": Tool("search_widgets", "search", "widget", [("query", "string")],
+                                    "Find widgets whose fields contain the query.")}
+    rng = random.Random(5)
+    episode = McpEpisode(rng, Vocab(rng), SimpleNamespace(state=ToolState(  # type: ignore[arg-type]
+        tools, records={"widget-1": {"id": "widget-1"}})))
+    episode.tools = tools
+    queries = set()
+    for _ in range(30):
+        action, _, _ = episode.next_call()
+        queries.add(json.loads(action)["arguments"].get("query"))
+    assert queries - {None}
+    assert all(q for q in queries if q is not None)

@@ -306,8 +306,9 @@ class McpEpisode:
                     n for n, t in self.tools.items() if t.kind == "create")].params])
             elif pname == "query" and ids and r.random() < 0.7:
                 rec = state.records[r.choice(ids)]
-                vals = [str(v) for k, v in rec.items() if k != "id"]
-                args[pname] = r.choice(r.choice(vals).split() or [self.v.word()])
+                vals = [str(v) for k, v in rec.items() if k != "id"]  # none: created bare
+                args[pname] = r.choice((r.choice(vals).split() if vals else [])
+                                       or [self.v.word()])
             else:
                 args[pname] = self._value(ptype)
         kind = "call"
