@@ -154,3 +154,22 @@ def test_mcp_calls_are_grouped_by_the_tool_that_computes_their_answer() -> None:
                  by_kind=True)
     assert rows["MCP/tool:add"] == {**rows["MCP/tool:add"], "n": 1, "exact": 0.0}
     assert rows["MCP/tool:records"]["exact"] == 1.0
+
+
+def test_listings_are_split_by_whether_an_earlier_turn_changed_the_files() -> None:
+    from worldserve.training.categories import files_changed_before
+    from worldserve.training.heldout import cases, score
+    ep = Episode("TERMINAL", "heldout", 6, "tidy", "cwd /w holds a.txt", [
+        Turn("ls", "a.txt", "r", "ls"),
+        Turn("touch b.txt", "", "r", "touch", "permission_denied"),  # did not run: no change
+        Turn("ls", "a.txt", "r", "ls"),
+        Turn("touch c.txt", "", "r", "touch"),
+        Turn("ls", "a.txt\nc.txt", "r", "ls")])
+    assert [files_changed_before(ep, k) for k in range(5)] == [False, False, False, False, True]
+    predicted = ["a.txt", "", "a.txt", "", "a.txt"]
+    rows = score([(c, p, True) for c, p in zip(cases([ep]), predicted, strict=True)],
+                 by_kind=True)
+    assert rows["TERMINAL/listing/as given"] == {**rows["TERMINAL/listing/as given"], "n": 2,
+                                                  "exact": 1.0}
+    assert rows["TERMINAL/listing/after a change"] == {
+        **rows["TERMINAL/listing/after a change"], "n": 1, "exact": 0.0}

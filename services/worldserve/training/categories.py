@@ -28,6 +28,14 @@ def category_of(ep: Episode, k: int) -> str:
     return category
 
 
+def files_changed_before(ep: Episode, k: int) -> bool:
+    """Whether a turn of this Terminal episode before turn ``k`` changed its files: a command
+    of the writing kinds that ran (no fault). A listing after one must show the change; one
+    before it only copies the state it was given."""
+    return ep.domain == "TERMINAL" and any(
+        KIND_CATEGORY.get(t.kind) == "writing" and not t.fault for t in ep.turns[:k])
+
+
 def tool_group(action: str) -> str:
     """The by-kind group of an MCP call: the tool that computes its answer (``add``,
     ``multiply``, ``count_words``, ``to_upper``; a catalogue may prefix their names), else

@@ -34,7 +34,7 @@ from worldserve.evaluation import metrics
 from worldserve.evaluation.metrics import token_f1
 from worldserve.modelserver import copying
 from worldserve.settings import DEFAULT_MAX_TOKENS
-from worldserve.training.categories import category_of, tool_group
+from worldserve.training.categories import category_of, files_changed_before, tool_group
 from worldserve.training.collect import Episode, Turn
 from worldserve.training.sequence import messages_for
 
@@ -139,7 +139,8 @@ def generate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, prompts: 
 def score(items: list[tuple[Case, str, bool]], by_kind: bool = False) -> dict[str, Any]:
     """Per group: n, exact, token F1, format valid; faults also visible. ``by_kind``: a group
     for each command kind too (``TERMINAL/kind:seq``; MCP: ``MCP/tool:multiply``, the tool that
-    computes the answer, or ``MCP/tool:records``)."""
+    computes the answer, or ``MCP/tool:records``), and listings split by whether an earlier
+    turn changed the files (``TERMINAL/listing/after a change``, ``.../as given``)."""
     groups: dict[str, list[tuple[Case, str, bool]]] = defaultdict(list)
     for item in items:
         case = item[0]
@@ -149,6 +150,10 @@ def score(items: list[tuple[Case, str, bool]], by_kind: bool = False) -> dict[st
             groups[f"MCP/tool:{tool_group(case.turn.action)}"].append(item)
         elif by_kind:
             groups[f"{case.episode.domain}/kind:{case.turn.kind}"].append(item)
+            if case.category == "listing":
+                changed = files_changed_before(case.episode, case.index)
+                groups[f"TERMINAL/listing/{'after a change' if changed else 'as given'}"
+                       ].append(item)
         groups["overall"].append(item)
         if case.category.startswith("fault:"):
             groups["faults"].append(item)
