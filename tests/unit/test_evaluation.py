@@ -173,3 +173,12 @@ def test_listings_are_split_by_whether_an_earlier_turn_changed_the_files() -> No
                                                   "exact": 1.0}
     assert rows["TERMINAL/listing/after a change"] == {
         **rows["TERMINAL/listing/after a change"], "n": 1, "exact": 0.0}
+
+
+def test_card_decoding_of_a_directory_without_a_card_is_said_to_be_greedy(tmp_path: Path) -> None:
+    from worldserve.domains import modelcard
+    from worldserve.training.heldout import missing_card_note
+    note = missing_card_note(tmp_path)
+    assert note is not None and "plain greedy" in note and str(tmp_path) in note
+    (tmp_path / modelcard.CARD_FILE).write_text("---\nworldserve:\n  name: m\n---\n")
+    assert missing_card_note(tmp_path) is None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,6 +241,15 @@ def card_copy_bias(model_dir: Path) -> copying.CopyBias | None:
     return copying.from_mapping(modelcard.read(model_dir).copy_bias)
 
 
+def missing_card_note(model_dir: Path) -> str | None:
+    """What to tell a user who asked for card decoding of a directory with no model card: it
+    then decodes plain greedy, and figures set beside a card's would not compare."""
+    if (model_dir / modelcard.CARD_FILE).is_file():
+        return None
+    return (f"note: {model_dir} has no model card ({modelcard.CARD_FILE}), so nothing declares "
+            "a copy bias and this decodes plain greedy; pass --copy-bias to decode with one")
+
+
 def table(report: dict[str, Any]) -> str:
     lines = ["| group | n | exact | token F1 | format | fault visible | false fault |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -285,6 +295,10 @@ def main() -> None:
                 else None)
     except ValueError as e:
         ap.error(str(e))
+    note = (missing_card_note(args.model)
+            if args.copy_bias is None and args.decoding == "card" and args.beams == 1 else None)
+    if note:
+        print(note, file=sys.stderr)
     episodes = read_episodes(args.data) if args.data else shipped_episodes(args.model)
     if args.domain:
         episodes = [e for e in episodes if e.domain == args.domain.upper()]
