@@ -139,6 +139,10 @@ _AT11 = (*_AT10, _PIECES)
 # (words.rare_weights): with every piece as likely, a piece in 1,000 episodes is content 5
 # times at the median and 235 pieces not at all.
 _RARE = replace(_PIECES, minutes=55.0, seed=61, piece_share=0.35, rare_pieces=True)
+# A longer eleventh stage of @11's own recipe (session 30): with the per-step trim (session 29)
+# a CPU stage trains ~1.5x the tokens per minute, so 85 minutes is ~15 M fresh tokens, more
+# than any stage since @9 saw.
+_PIECES2 = replace(_PIECES, minutes=85.0, seed=67)
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -196,6 +200,12 @@ PROFILES = {
     # of whose words are piece words that draw the rarely carried pieces more (_RARE). With
     # --continue-from a directory holding @11 it trains this one only.
     "rare": Profile((*_AT11, _RARE), eval_episodes=120),
+    # An experiment (session 30, not adopted: held-out 0.649 against @11's 0.648, validation
+    # 0.614 against 0.631, beyond-list 0.575 as @11; 998 steps, 15.8 M tokens; docs/MODEL.md):
+    # an eleventh stage continues @11 with its own recipe on 16,000 fresh episodes (data seed
+    # 67) for 85 minutes (_PIECES2). With --continue-from a directory holding @11 it trains
+    # this one only.
+    "pieces2": Profile((*_AT11, _PIECES2), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
