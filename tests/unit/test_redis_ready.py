@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from worldserve.dev.services import wait_ready
+from worldserve.dev.services import wait_redis_ready
 
 
 def _commands(buffer: bytearray) -> list[bytes]:
@@ -83,14 +83,14 @@ def _loading_server(loading_replies: int) -> tuple[int, list[bytes]]:
 
 def test_waits_through_loading_replies() -> None:
     port, seen = _loading_server(loading_replies=3)
-    wait_ready(f"redis://127.0.0.1:{port}/0", timeout_s=30)
+    wait_redis_ready(f"redis://127.0.0.1:{port}/0", timeout_s=30)
     assert seen.count(b"PING") == 4  # three answered LOADING, the fourth PONG
 
 
 def test_times_out_while_still_loading() -> None:
     port, _ = _loading_server(loading_replies=10**6)
     with pytest.raises(TimeoutError, match="did not answer PING"):
-        wait_ready(f"redis://127.0.0.1:{port}/0", timeout_s=0.5)
+        wait_redis_ready(f"redis://127.0.0.1:{port}/0", timeout_s=0.5)
 
 
 def test_a_server_that_exited_is_reported_at_once() -> None:
@@ -100,4 +100,4 @@ def test_a_server_that_exited_is_reported_at_once() -> None:
     process = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
     process.wait(10)
     with pytest.raises(RuntimeError, match="exited with code 3"):
-        wait_ready(f"redis://127.0.0.1:{port}/0", timeout_s=10, process=process)
+        wait_redis_ready(f"redis://127.0.0.1:{port}/0", timeout_s=10, process=process)

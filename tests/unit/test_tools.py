@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-from types import SimpleNamespace
 
 import pytest
 
@@ -18,7 +17,7 @@ from worldserve.domains.tools import (
     parse_schema,
     state_with_tools,
 )
-from worldserve.training.mcp_tools import McpEpisode, Tool, ToolState
+from worldserve.training.mcp_tools import McpEpisode, Tool, ToolServer, ToolState
 from worldserve.training.mcp_tools import describe as training_describe
 from worldserve.training.words import Vocab
 
@@ -87,12 +86,16 @@ def test_a_search_query_is_drawn_for_a_record_with_no_fields() -> None:
     tools = {"search_widgets": Tool("search_widgets", "search", "widget", [("query", "string")],
                                     "Find widgets whose fields contain the query.")}
     rng = random.Random(5)
-    episode = McpEpisode(rng, Vocab(rng), SimpleNamespace(state=ToolState(  # type: ignore[arg-type]
-        tools, records={"widget-1": {"id": "widget-1"}})))
-    episode.tools = tools
-    queries = set()
-    for _ in range(30):
-        action, _, _ = episode.next_call()
-        queries.add(json.loads(action)["arguments"].get("query"))
+    server = ToolServer()
+    try:
+        server.state = ToolState(tools, records={"widget-1": {"id": "widget-1"}})
+        episode = McpEpisode(rng, Vocab(rng), server)
+        episode.tools = tools
+        queries = set()
+        for _ in range(30):
+            action, _, _ = episode.next_call()
+            queries.add(json.loads(action)["arguments"].get("query"))
+    finally:
+        server.close()
     assert queries - {None}
     assert all(q for q in queries if q is not None)

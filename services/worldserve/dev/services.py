@@ -72,8 +72,8 @@ def free_port() -> int:
             return port
 
 
-def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[bytes] | None = None,
-               ) -> None:
+def wait_redis_ready(url: str, timeout_s: float,
+                     process: subprocess.Popen[bytes] | None = None) -> None:
     """Wait until the Redis at ``url`` answers PING.
 
     An open port is not enough: a restarted server replays its AOF first and answers every
@@ -122,7 +122,7 @@ class BundledRedis:
              "--logfile", str(self.data_dir / "redis.log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )
-        wait_ready(self.url, 20, self.process)
+        wait_redis_ready(self.url, 20, self.process)
         return self
 
     def stop(self) -> None:

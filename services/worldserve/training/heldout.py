@@ -289,14 +289,13 @@ def main() -> None:
         ap.error("--beams must be at least 1")
     if args.copy_bias is not None and (args.decoding != "card" or args.beams != 1):
         ap.error("--copy-bias is a greedy decoding: not with --decoding greedy or --beams")
+    from_card = args.copy_bias is None and args.decoding == "card" and args.beams == 1
     try:
         bias = (copying.from_mapping(args.copy_bias) if args.copy_bias is not None
-                else card_copy_bias(args.model) if args.decoding == "card" and args.beams == 1
-                else None)
+                else card_copy_bias(args.model) if from_card else None)
     except ValueError as e:
         ap.error(str(e))
-    note = (missing_card_note(args.model)
-            if args.copy_bias is None and args.decoding == "card" and args.beams == 1 else None)
+    note = missing_card_note(args.model) if from_card else None
     if note:
         print(note, file=sys.stderr)
     episodes = read_episodes(args.data) if args.data else shipped_episodes(args.model)

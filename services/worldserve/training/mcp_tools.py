@@ -307,8 +307,8 @@ class McpEpisode:
             elif pname == "query" and ids and r.random() < 0.7:
                 rec = state.records[r.choice(ids)]
                 vals = [str(v) for k, v in rec.items() if k != "id"]  # none: created bare
-                args[pname] = r.choice((r.choice(vals).split() if vals else [])
-                                       or [self.v.word()])
+                words = r.choice(vals).split() if vals else []
+                args[pname] = r.choice(words or [self.v.word()])
             else:
                 args[pname] = self._value(ptype)
         kind = "call"
