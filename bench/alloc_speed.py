@@ -7,7 +7,7 @@ Without a setting, glibc keeps the freed blocks of ever-changing shapes, and a 1
 stage grew to 23.7 GB (session 23). Sessions 23-28 set glibc's mmap threshold to 64 KiB, so
 every large block was a fresh ``mmap`` whose pages the kernel faulted in and zeroed; session
 29's stage spent about a third of its CPU time in the kernel. Since session 29 the trainer
-calls ``malloc_trim(0)`` after every step instead (``train.memory_trimmer``). The settings, each
+calls ``malloc_trim(0)`` after every step instead (``memory.memory_trimmer``). The settings, each
 in a child process of its own (``GLIBC_TUNABLES`` is read when a process starts):
 
 - *mmap64k* (the baseline, sessions 23-28): ``mallopt(M_MMAP_THRESHOLD, 64 KiB)``;
@@ -63,11 +63,12 @@ def child(batches_file: Path, model_dir: Path, threshold: int, trim: bool) -> No
 
     from worldserve.training import precision
     from worldserve.training import train as T
+    from worldserve.training.memory import memory_trimmer
 
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     if threshold and not libc.mallopt(-3, threshold):  # -3: M_MMAP_THRESHOLD (sessions 23-28)
         raise SystemExit("mallopt failed (no glibc?)")
-    trimmer = T.memory_trimmer() if trim else None
+    trimmer = memory_trimmer() if trim else None
     batches, pad = pickle.loads(batches_file.read_bytes())
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     model = Qwen3MoeForCausalLM.from_pretrained(model_dir, dtype=torch.float32)

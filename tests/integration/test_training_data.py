@@ -317,3 +317,32 @@ def test_a_lines_stage_reasons_by_listing_the_lines_it_reads(tmp_path: Path) -> 
     with pytest.raises(ValueError, match="no reasoning style"):
         collect.collect(tmp_path / "bad.jsonl", 3, seed=1, workers=1, progress=False,
                         reasoning="numbered")
+
+
+def test_an_arith_stage_ends_half_its_terminal_episodes_on_a_real_computation(
+        tmp_path: Path) -> None:
+    """``reasoning="arith"``: about half the fault-free Terminal episodes end on a command that
+    computes, and the working the last answer is trained on ends on what the real shell
+    printed; the other styles draw the same episodes as before."""
+    from worldserve.training import arith
+    from worldserve.training.recall import reasoning
+
+    plain = collect.collect(tmp_path / "plain.jsonl", 60, seed=9, workers=1, progress=False,
+                            commands="all")
+    worked = collect.collect(tmp_path / "arith.jsonl", 60, seed=9, workers=1, progress=False,
+                             commands="all", reasoning="arith")
+    ends = [e for e in worked if e.domain == "TERMINAL" and not e.turns[-1].fault]
+    computing = [e for e in ends if e.turns[-1].kind in arith.TERMINAL_KINDS]
+    assert len(computing) >= 0.3 * len(ends)
+    assert sum(e.turns[-1].kind in arith.TERMINAL_KINDS for e in plain
+               if e.domain == "TERMINAL") < len(computing)
+    checked = 0
+    for e in computing:
+        last = e.turns[-1]
+        why = reasoning("arith", e.domain, e.turns[:-1], last, last.reasoning)
+        if arith.operation(e.domain, last.action) is not None:
+            assert why.rstrip(".").rpartition("So ")[2] == last.observation, (last.action, why)
+            checked += 1
+    assert checked >= 5
+    mcp = [e for e in plain if e.domain == "MCP"]  # MCP episodes are drawn as before
+    assert [asdict(e) for e in mcp] == [asdict(e) for e in worked if e.domain == "MCP"]

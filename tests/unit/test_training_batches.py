@@ -10,7 +10,8 @@ from pathlib import Path
 import torch
 from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-from worldserve.training.train import collate, forward_inputs, memory_trimmer, weighted_loss
+from worldserve.training.memory import memory_trimmer
+from worldserve.training.train import collate, forward_inputs, weighted_loss
 
 
 def test_a_batch_without_a_mask_trains_as_it_would_with_one() -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from worldserve.domains.faults import DOMAIN_KINDS
 from worldserve.domains.templates import Domain
-from worldserve.training import recall, terminal
+from worldserve.training import arith, recall, terminal
 from worldserve.training.mcp_tools import McpEpisode, ToolServer, check_focus
 from worldserve.training.shell import Sandbox
 from worldserve.training.words import Vocab
@@ -89,6 +89,9 @@ def terminal_sandbox(worker: int, rng: random.Random, vocab: Vocab) -> Sandbox:
 # that lists lines in its reasoning: only the last answer's reasoning is trained (sequence.py),
 # and without this 1,199 of the lines profile's 16,000 episodes (7.5 %) ended on one.
 LINES_LAST = 0.5
+# With reasoning "arith", the share of fault-free Terminal episodes whose last command computes
+# (arith.TERMINAL_KINDS that the stage draws): the worked reasoning is trained on last turns only.
+ARITH_LAST = 0.5
 
 
 def terminal_episode(index: int, rng: random.Random, vocab: Vocab, worker: int, turns: int,
@@ -96,11 +99,13 @@ def terminal_episode(index: int, rng: random.Random, vocab: Vocab, worker: int, 
                      weights: Mapping[str, float] | None = None, reasoning: str = "plain"
                      ) -> Episode:
     """``weights``: each command kind's draw weight (``terminal.kind_weights``); ``reasoning``
-    "lines": a command that reads lines lists them, numbered, in its reasoning (recall.STYLES)."""
+    "lines": a command that reads lines lists them, numbered, in its reasoning (recall.STYLES);
+    "arith": the last command computes more often (ARITH_LAST)."""
     env = terminal.TerminalEpisode(rng, vocab, terminal_sandbox(worker, rng, vocab),
                                    weights or terminal.kind_weights())
     ep = Episode(Domain.TERMINAL.value, vocab.split, index, rng.choice(TERMINAL_TASKS),
                  env.setup())
+    computing = sorted(set(arith.TERMINAL_KINDS) & set(env.kinds))
     fault = ""
     allowed = [k for k in DOMAIN_KINDS[Domain.TERMINAL] if k in terminal.FAULT_KINDS]
     if allowed and rng.random() < fault_rate:
@@ -110,6 +115,9 @@ def terminal_episode(index: int, rng: random.Random, vocab: Vocab, worker: int, 
         kind = rng.choice(terminal.FAULT_KINDS[fault]) if last and fault else None
         if reasoning == recall.LINES and last and not fault and rng.random() < LINES_LAST:
             kind = rng.choice(sorted(terminal.NUMBERED_KINDS))
+        if (reasoning == arith.ARITH and last and not fault and computing
+                and rng.random() < ARITH_LAST):
+            kind = rng.choice(computing)
         cmd = env.next_command(kind)
         f = fault if last else ""
         if reasoning == recall.LINES and not f:  # a fault turn never reads what it would list

@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from worldserve.modelserver import copying
 from worldserve.settings import DEFAULT_MAX_TOKENS
 from worldserve.training.categories import category_of, files_changed_before, tool_group
 from worldserve.training.collect import Episode, Turn
+from worldserve.training.memory import memory_trimmer
 from worldserve.training.sequence import messages_for
 
 HELDOUT_FILE = Path("data") / "heldout_episodes.jsonl"  # inside a checkpoint directory
@@ -108,9 +110,13 @@ class CopyBiasProcessor(LogitsProcessor):
 @torch.no_grad()
 def generate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, prompts: list[str],
              batch_size: int = 16, max_new: int = DEFAULT_MAX_TOKENS, beams: int = 1,
-             copy_bias: copying.CopyBias | None = None) -> list[str]:
+             copy_bias: copying.CopyBias | None = None,
+             after_batch: Callable[[], object] | None = None) -> list[str]:
     """Greedy completions (with ``copy_bias`` as the engine applies it; or beam search's best),
-    batched by prompt length (left padding)."""
+    batched by prompt length (left padding). ``after_batch`` runs after each batch; by default
+    it hands the freed heap back to the system (memory.py: in the process that has just trained
+    a stage, this evaluation grew from 4.2 to 8.1 GB without it)."""
+    after_batch = after_batch or memory_trimmer() or (lambda: None)
     model.eval()
     tok.padding_side = "left"
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
@@ -134,6 +140,8 @@ def generate(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, prompts: 
         for row, i in enumerate(idx):
             out[i] = str(tok.decode(gen[row, enc["input_ids"].shape[1]:],
                                     skip_special_tokens=True))
+        del gen, enc, search
+        after_batch()
     return out
 
 

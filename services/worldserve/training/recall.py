@@ -15,10 +15,11 @@ import shlex
 from collections.abc import Sequence
 from typing import Protocol
 
+from worldserve.training import arith
 from worldserve.training.terminal import CATEGORIES, KIND_CATEGORY
 
 LINES = "lines"  # written by the collector (terminal.NUMBERED_KINDS), not made from the turns
-STYLES = ("plain", "recall", LINES)
+STYLES = ("plain", "recall", LINES, arith.ARITH)
 WRITES = frozenset(CATEGORIES["writing"])
 MOST = 4  # the reasoning names at most the last four changes
 _OPERATORS = frozenset({"|", ">", ">>", "<", "&&", ";"})
@@ -64,6 +65,8 @@ def reasoning(style: str, domain: str, before: Sequence[TurnLike], turn: TurnLik
               base: str) -> str:
     """The reasoning a turn is trained to give in ``style`` (``base``: the plain line)."""
     check_style(style)
+    if style == arith.ARITH:  # a failing turn shows the failure, not the result
+        return base if turn.fault else arith.reasoning(domain, turn.action, base)
     if style != "recall" or domain != "TERMINAL" or turn.kind in WRITES:
         return base
     found = changes(before, turn.action, turn.kind)

@@ -19,7 +19,6 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,8 +26,9 @@ import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-from worldserve.training import card, growth, precision, recall
+from worldserve.training import arith, card, growth, precision, recall
 from worldserve.training.collect import FAULT_RATE, Episode, Focus, collect, collect_workers
+from worldserve.training.memory import memory_trimmer
 from worldserve.training.sequence import segments
 from worldserve.training.words import pieces, rare_weights, words
 
@@ -143,6 +143,11 @@ _RARE = replace(_PIECES, minutes=55.0, seed=61, piece_share=0.35, rare_pieces=Tr
 # a CPU stage trains ~1.5x the tokens per minute, so 85 minutes is ~15 M fresh tokens, more
 # than any stage since @9 saw.
 _PIECES2 = replace(_PIECES, minutes=85.0, seed=67)
+# Session 31: @11's recipe, the answers that compute worked out digit by digit in their
+# reasoning (arith.py), half the fault-free Terminal episodes ending on one, MCP add and
+# multiply drawn twice as often.
+_ARITH = replace(_PIECES, minutes=80.0, seed=71, reasoning=arith.ARITH,
+                 focus=(("mcp:add", 2.0), ("mcp:multiply", 2.0)))
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -206,6 +211,10 @@ PROFILES = {
     # 67) for 85 minutes (_PIECES2). With --continue-from a directory holding @11 it trains
     # this one only.
     "pieces2": Profile((*_AT11, _PIECES2), eval_episodes=120),
+    # An experiment (session 31): an eleventh stage continues @11 with its recipe, and answers
+    # that add, subtract or multiply reasoned out column by column (_ARITH; arith.py). With
+    # --continue-from a directory holding @11 it trains this one only.
+    "arith": Profile((*_AT11, _ARITH), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
@@ -377,29 +386,8 @@ def optimizer_step(model: Qwen3MoeForCausalLM, opt: torch.optim.Optimizer,
 
 
 # Above this many tokens per batch, a CPU stage hands its freed memory back to the system after
-# every step. Session 23's stage of 16,384-token batches grew to 23.7 GB in 28 minutes (glibc
-# kept the freed blocks of ever-changing shapes) and the OOM killer stopped it. Sessions 23-28
-# set glibc's mmap threshold to 64 KiB instead, so that every large block was a fresh mmap: the
-# memory stayed flat, but each block's pages were faulted in and zeroed anew, a third of the CPU
-# time in the kernel. One malloc_trim(0) per step keeps the memory as flat, at 1.39x the tokens
-# per second (session 29, bench/alloc_speed.py, docs/BENCHMARKS.md).
+# every step (memory.py says why and what it costs).
 LARGE_CPU_BATCH = 4096
-
-
-def memory_trimmer() -> Callable[[], object] | None:
-    """glibc's ``malloc_trim(0)``, which returns the free pages of every arena to the system;
-    None where there is no glibc."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        malloc_trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    return lambda: malloc_trim(0)
 
 
 def log(work: Path, line: str) -> None:
