@@ -90,3 +90,24 @@ def test_an_arith_stage_trains_the_last_answer_to_work_it_out() -> None:
 def test_an_operator_it_does_not_work_out_is_refused(op: str) -> None:
     with pytest.raises(KeyError):
         arith.scratchpad(4, op, 2)
+
+
+def test_the_working_report_counts_steps_and_turns() -> None:
+    right = arith.scratchpad(78, "+", 84)
+    rows = [
+        {"domain": "TERMINAL", "category": "arithmetic", "action": "echo $((78 + 84))",
+         "reference": "162", "predicted": "162", "raw": f"<think>\nx. {right}\n</think>"},
+        {"domain": "MCP", "category": "mcp:call",
+         "action": '{"tool": "multiply", "arguments": {"x": 98, "y": 6}}',
+         "reference": '{"result": {"product": 588}}', "predicted": '{"result": {"product": 18}}',
+         "raw": "<think>\nx. 98*6: 8*6+0=48, 9*6+4=14. So 18.\n</think>"},
+        {"domain": "TERMINAL", "category": "fault:timeout", "action": "echo $((1 + 2))",
+         "reference": "timed out", "predicted": "3", "raw": "<think>\n1+2+0=3. So 3.\n</think>"},
+        {"domain": "TERMINAL", "category": "reading", "action": "cat a", "reference": "",
+         "predicted": "", "raw": ""},
+    ]
+    assert arith.working_report(rows) == {
+        "turns": 2, "written": 2, "working right": 1, "exact": 1,
+        "addition steps": 2, "addition steps right": 2,
+        "multiplication steps": 2, "multiplication steps right": 1,
+        "subtraction steps": 0, "subtraction steps right": 0}

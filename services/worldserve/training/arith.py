@@ -145,3 +145,52 @@ def reasoning(domain: str, action: str, base: str) -> str:
     if found is None:
         return base
     return f"{base} {scratchpad(*found)}"
+
+
+_STEPS = {"addition": (re.compile(r"(?<![\d*])(\d)\+(\d)\+(\d)=(\d+)"), lambda x, y, c: x + y + c),
+          "multiplication": (re.compile(r"(\d)\*(\d)\+(\d)=(\d+)"), lambda x, y, c: x * y + c),
+          "subtraction": (re.compile(r"(\d+)-(\d)-(\d)=(-?\d+)"), lambda x, y, c: x - y - c)}
+
+
+def working_report(rows: list[dict[str, str]]) -> dict[str, int]:
+    """How the written working of the fault-free computing turns among ``rows`` (the
+    prediction rows ``heldout --predictions`` writes: domain, category, action, reference,
+    predicted, raw) went: how many wrote one, were right from end to end, were exact; and the
+    column steps of each kind written, and right."""
+    out = {"turns": 0, "written": 0, "working right": 0, "exact": 0}
+    for kind in _STEPS:
+        out[f"{kind} steps"] = out[f"{kind} steps right"] = 0
+    for r in rows:
+        found = operation(r["domain"], r["action"])
+        if found is None or r["category"].startswith("fault:"):
+            continue
+        think = r["raw"].partition("</think>")[0]
+        out["turns"] += 1
+        out["written"] += "So " in think
+        out["working right"] += scratchpad(*found) in think
+        out["exact"] += r["predicted"].strip() == r["reference"].strip()
+        for kind, (pattern, value) in _STEPS.items():
+            for m in pattern.finditer(think):
+                x, y, c, s = map(int, m.groups())
+                out[f"{kind} steps"] += 1
+                out[f"{kind} steps right"] += value(x, y, c) == s
+    return out
+
+
+def main() -> None:
+    """``python -m worldserve.training.arith PREDICTIONS...``: ``working_report`` of each file
+    and of all together, as JSON lines."""
+    import sys
+
+    every: list[dict[str, str]] = []
+    for name in sys.argv[1:]:
+        with open(name) as fh:
+            rows = [json.loads(line) for line in fh]
+        every += rows
+        print(json.dumps({"file": name, **working_report(rows)}))
+    if len(sys.argv) > 2:
+        print(json.dumps({"file": "all", **working_report(every)}))
+
+
+if __name__ == "__main__":
+    main()

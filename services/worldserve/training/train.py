@@ -211,9 +211,12 @@ PROFILES = {
     # 67) for 85 minutes (_PIECES2). With --continue-from a directory holding @11 it trains
     # this one only.
     "pieces2": Profile((*_AT11, _PIECES2), eval_episodes=120),
-    # An experiment (session 31): an eleventh stage continues @11 with its recipe, and answers
-    # that add, subtract or multiply reasoned out column by column (_ARITH; arith.py). With
-    # --continue-from a directory holding @11 it trains this one only.
+    # An experiment (session 31, not adopted: net -26 turns over four sets, validation 0.605
+    # against @11's 0.631; the workings' form learnt, their digit facts not, 0 of 116 computing
+    # turns right; 930 steps, 14.7 M tokens; docs/MODEL.md): an eleventh stage continues @11
+    # with its recipe, answers that add, subtract or multiply worked out column by column in
+    # their reasoning (_ARITH; arith.py). With --continue-from a directory holding @11 it
+    # trains this one only.
     "arith": Profile((*_AT11, _ARITH), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
