@@ -26,13 +26,15 @@ from __future__ import annotations
 import json
 import re
 
+from worldserve.training.mcp_tools import COMPUTING, computing_kind
+
 ARITH = "arith"  # the reasoning style (recall.STYLES)
 # The Terminal command kinds whose answer this computes, and MCP's computing tools.
 TERMINAL_KINDS = ("python_arith", "shell_arith", "expr")
 _TERMINAL = (re.compile(r'python3 -c "print\((\d+)([-+*])(\d+)\)"'),
              re.compile(r"echo \$\(\((\d+) ([-+*]) (\d+)\)\)"),
              re.compile(r"expr (\d+) (\+|-|\\\*) (\d+)"))
-_MCP = {"add": ("a", "b", "+"), "multiply": ("x", "y", "*")}
+_MCP = {"add": "+", "multiply": "*"}  # mcp_tools.COMPUTING kinds, and what they compute
 
 
 def _digits(n: int, width: int) -> list[int]:
@@ -131,12 +133,13 @@ def operation(domain: str, action: str) -> tuple[int, str, int] | None:
             name, args = str(call["tool"]), call["arguments"]
         except (ValueError, KeyError, TypeError):
             return None
-        for tool, (x, y, op) in _MCP.items():
-            if (name == tool or name.endswith("_" + tool)) and isinstance(args, dict):
-                a, b = args.get(x), args.get(y)
-                if (type(a) is int and type(b) is int and a >= 0 and b >= 0
-                        and set(args) == {x, y}):
-                    return a, op, b
+        kind = computing_kind(name)
+        if kind not in _MCP or not isinstance(args, dict):
+            return None
+        x, y = (p for p, _ in COMPUTING[kind][1])
+        a, b = args.get(x), args.get(y)
+        if type(a) is int and type(b) is int and a >= 0 and b >= 0 and set(args) == {x, y}:
+            return a, _MCP[kind], b
         return None
     return None
 

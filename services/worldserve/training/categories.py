@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from worldserve.training.collect import Episode
-from worldserve.training.mcp_tools import COMPUTING
+from worldserve.training.mcp_tools import COMPUTING, computing_kind
 from worldserve.training.terminal import KIND_CATEGORY
 
 _WRITES = ("echo_new", "echo_append", "printf_new", "cp", "mv", "touch")
@@ -44,5 +44,5 @@ def tool_group(action: str) -> str:
         name = str(json.loads(action).get("tool", ""))
     except (ValueError, AttributeError):
         return "records"
-    tools = (t for t, *_ in COMPUTING.values())
-    return next((t for t in tools if name == t or name.endswith("_" + t)), "records")
+    kind = computing_kind(name)
+    return COMPUTING[kind][0] if kind else "records"

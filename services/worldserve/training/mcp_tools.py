@@ -47,6 +47,13 @@ COMPUTING = {"add": ("add", [("a", "integer"), ("b", "integer")], "Add two integ
 _TYPES = ("string", "integer")
 
 
+def computing_kind(name: str) -> str | None:
+    """The ``COMPUTING`` kind of the tool called ``name`` (a catalogue may prefix the names of
+    its tools), else None."""
+    return next((kind for kind, (tool, *_) in COMPUTING.items()
+                 if name == tool or name.endswith("_" + tool)), None)
+
+
 @dataclass
 class Tool:
     name: str
