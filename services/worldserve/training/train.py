@@ -51,6 +51,8 @@ SIZES: dict[str, dict[str, int]] = {
     "wide": {"hidden": 384, "layers": 4, "heads": 12, "kv_heads": 4, "experts": 8,
              "expert": 384},
 }
+# The loss weight of a prompt's tokens unless a stage sets its own (Stage.prompt_weight).
+PROMPT_WEIGHT = 0.1
 WEIGHT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -77,15 +79,25 @@ class Stage:
     # Pieces drawn in inverse proportion to how often the list words carry them
     # (words.rare_weights; session 29) instead of all as often; needs a piece share.
     rare_pieces: bool = False
+    # Loss weight of the prompt's tokens (system prompt, state, actions); None: the run's
+    # --prompt-weight (PROMPT_WEIGHT). Session 32: at 0.1 they still carry about three
+    # quarters of the loss, most of it on random words no model can predict.
+    prompt_weight: float | None = None
 
     def __post_init__(self) -> None:  # before minutes of collection, not after
         recall.check_style(self.reasoning)
+        if self.prompt_weight is not None and not 0.0 <= self.prompt_weight <= 1.0:
+            raise ValueError(f"prompt weight {self.prompt_weight} is not in [0, 1]")
         if self.size not in SIZES:
             raise ValueError(f"unknown model size {self.size!r}; known: {sorted(SIZES)}")
         if not 0.0 <= self.piece_share < 1.0:
             raise ValueError(f"piece share {self.piece_share} is not in [0, 1)")
         if self.rare_pieces and not self.piece_share:
             raise ValueError("rare pieces need a piece share")
+
+    def loss_prompt_weight(self, run_default: float) -> float:
+        """The loss weight this stage gives its prompt tokens: its own, else the run's."""
+        return run_default if self.prompt_weight is None else self.prompt_weight
 
 
 @dataclass(frozen=True)
@@ -148,6 +160,10 @@ _PIECES2 = replace(_PIECES, minutes=85.0, seed=67)
 # multiply drawn twice as often.
 _ARITH = replace(_PIECES, minutes=80.0, seed=71, reasoning=arith.ARITH,
                  focus=(("mcp:add", 2.0), ("mcp:multiply", 2.0)))
+# Session 32: pieces2's stage (the same episodes: data seed 67) trained on the answers alone.
+# At a prompt weight of 0.1 the prompt's tokens carry about three quarters of @11's loss on
+# held-out episodes, most of it on random words that no model can predict.
+_ANSWERS = replace(_PIECES2, minutes=80.0, prompt_weight=0.0)
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -218,6 +234,10 @@ PROFILES = {
     # their reasoning (_ARITH; arith.py). With --continue-from a directory holding @11 it
     # trains this one only.
     "arith": Profile((*_AT11, _ARITH), eval_episodes=120),
+    # An experiment (session 32): an eleventh stage continues @11 on pieces2's episodes with
+    # the loss on the answers alone (prompt weight 0; _ANSWERS). With --continue-from a
+    # directory holding @11 it trains this one only.
+    "answers": Profile((*_AT11, _ANSWERS), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
@@ -468,7 +488,8 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
         texts = ["".join(t for t, _ in segments(e, CHAT_TEMPLATE, 0.0)) for e in train_eps[:3000]]
         tok = build_tokenizer(texts, args.vocab)
         tok.save_pretrained(tok_dir)
-    encoded = [encode(tok, e, args.max_len, args.prompt_weight, stage.reasoning)
+    prompt_weight = stage.loss_prompt_weight(args.prompt_weight)
+    encoded = [encode(tok, e, args.max_len, prompt_weight, stage.reasoning)
                for e in train_eps]
     total_tokens = sum(len(ids) for ids, _ in encoded)
     log(work, f"tokenizer: {len(tok)} entries; {total_tokens / 1e6:.2f} M tokens per epoch, "
@@ -546,6 +567,7 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
               **({"reasoning": stage.reasoning} if stage.reasoning != "plain" else {}),
               **({"piece_share": stage.piece_share} if stage.piece_share else {}),
               **({"rare_pieces": True} if stage.rare_pieces else {}),
+              **({"prompt_weight": prompt_weight} if prompt_weight != PROMPT_WEIGHT else {}),
               "batch_tokens": batch_tokens,
               "tokens_per_epoch": total_tokens, "tokens_seen": seen, "steps": step,
               "train_seconds": round(elapsed), "device": device,
@@ -657,7 +679,7 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=3000)
     ap.add_argument("--max-len", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--prompt-weight", type=float, default=0.1,
+    ap.add_argument("--prompt-weight", type=float, default=PROMPT_WEIGHT,
                     help="loss weight of prompt tokens relative to answer tokens")
     ap.add_argument("--checkpoint-minutes", type=float, default=4.0)
     ap.add_argument("--workers", type=int, default=collect_workers(),
