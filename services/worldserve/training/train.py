@@ -161,8 +161,10 @@ _PIECES2 = replace(_PIECES, minutes=85.0, seed=67)
 _ARITH = replace(_PIECES, minutes=80.0, seed=71, reasoning=arith.ARITH,
                  focus=(("mcp:add", 2.0), ("mcp:multiply", 2.0)))
 # Session 32: pieces2's stage (the same episodes: data seed 67) trained on the answers alone.
-# At a prompt weight of 0.1 the prompt's tokens carry about three quarters of @11's loss on
-# held-out episodes, most of it on random words that no model can predict.
+# At a prompt weight of 0.1 the prompt's tokens carry 71 % of @11's weighted loss on held-out
+# episodes (loss_share.py), most of it on random words that no model can predict. Not adopted:
+# net +2 turns over the four sets (821 steps, 13.0 M tokens), and the answers' own held-out
+# loss moved as little (0.144 -> 0.142; validation 0.145 -> 0.148): docs/MODEL.md.
 _ANSWERS = replace(_PIECES2, minutes=80.0, prompt_weight=0.0)
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
@@ -234,9 +236,10 @@ PROFILES = {
     # their reasoning (_ARITH; arith.py). With --continue-from a directory holding @11 it
     # trains this one only.
     "arith": Profile((*_AT11, _ARITH), eval_episodes=120),
-    # An experiment (session 32): an eleventh stage continues @11 on pieces2's episodes with
-    # the loss on the answers alone (prompt weight 0; _ANSWERS). With --continue-from a
-    # directory holding @11 it trains this one only.
+    # An experiment (session 32, not adopted: net +2 turns over the four sets; docs/MODEL.md):
+    # an eleventh stage continues @11 on pieces2's episodes with the loss on the answers alone
+    # (prompt weight 0; _ANSWERS). With --continue-from a directory holding @11 it trains this
+    # one only.
     "answers": Profile((*_AT11, _ANSWERS), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
