@@ -10,6 +10,7 @@ from worldserve.settings import DEFAULT_MODEL_DIR
 from worldserve.training import loss_share as L
 from worldserve.training import train as T
 from worldserve.training.heldout import shipped_episodes
+from worldserve.training.sequence import PROMPT_WEIGHT
 
 
 def test_shares_follow_the_prompt_weight() -> None:
@@ -30,9 +31,9 @@ def test_every_token_of_a_sequence_is_counted_in_its_part() -> None:
     totals = L.part_losses(model, tok, template, episodes)
     assert set(totals) == set(L.PARTS)
     # the parts hold exactly the tokens training weighs, less each sequence's first token
-    weights = [w for ep in episodes for w in T.encode(tok, ep, 10**6, T.PROMPT_WEIGHT)[1][1:]]
+    weights = [w for ep in episodes for w in T.encode(tok, ep, 10**6, PROMPT_WEIGHT)[1][1:]]
     assert totals["answer"][0] == weights.count(1.0)
-    assert totals["system"][0] + totals["prompt"][0] == weights.count(T.PROMPT_WEIGHT)
+    assert totals["system"][0] + totals["prompt"][0] == weights.count(PROMPT_WEIGHT)
     # the committed model predicts its answers far better than the random words of a prompt
     mean = {p: ce / n for p, (n, ce) in totals.items()}
     assert mean["answer"] < 0.5 < mean["prompt"]

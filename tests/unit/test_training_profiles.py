@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from worldserve.training import train as T
+from worldserve.training.sequence import PROMPT_WEIGHT
 
 
 def test_every_profile_names_known_sizes_and_weight_types() -> None:
@@ -75,7 +76,7 @@ def test_a_checkpoint_placed_stands_in_for_every_stage_before_the_last(tmp_path:
 
 def test_a_stage_may_train_on_the_answers_alone() -> None:
     answers = T.PROFILES["answers"].stages[-1]
-    assert answers.loss_prompt_weight(T.PROMPT_WEIGHT) == 0.0
+    assert answers.loss_prompt_weight(PROMPT_WEIGHT) == 0.0
     # the same episodes as pieces2's stage: only the prompt weight differs
     assert answers.seed == T.PROFILES["pieces2"].stages[-1].seed
     assert T.PROFILES["pieces2"].stages[-1].loss_prompt_weight(0.25) == 0.25  # the run's
@@ -91,9 +92,9 @@ def test_at_prompt_weight_zero_only_the_answers_carry_loss() -> None:
 
     tok = PreTrainedTokenizerFast.from_pretrained(DEFAULT_MODEL_DIR)
     episode = shipped_episodes(DEFAULT_MODEL_DIR)[0]
-    ids, usual = T.encode(tok, episode, 4096, T.PROMPT_WEIGHT)
+    ids, usual = T.encode(tok, episode, 4096, PROMPT_WEIGHT)
     same_ids, answers = T.encode(tok, episode, 4096, 0.0)
     assert same_ids == ids
-    assert set(usual) == {0.0, T.PROMPT_WEIGHT, 1.0}
+    assert set(usual) == {0.0, PROMPT_WEIGHT, 1.0}
     # every token of weight 1 keeps it; every prompt token drops to 0
-    assert answers == [0.0 if w == T.PROMPT_WEIGHT else w for w in usual]
+    assert answers == [0.0 if w == PROMPT_WEIGHT else w for w in usual]

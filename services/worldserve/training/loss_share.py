@@ -28,7 +28,7 @@ from transformers import PreTrainedTokenizerFast, Qwen3MoeForCausalLM
 
 from worldserve.training.collect import Episode
 from worldserve.training.heldout import read_episodes
-from worldserve.training.sequence import segments
+from worldserve.training.sequence import PROMPT_WEIGHT, segments
 
 PARTS = ("system", "prompt", "answer", "unlearnt")
 _MARK = 0.5  # the weight segments() is asked to give prompt text: no other part has it
@@ -79,7 +79,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", type=Path, required=True)
     ap.add_argument("--data", type=Path, required=True, help="episodes, JSON lines")
-    ap.add_argument("--prompt-weight", type=float, default=0.1)
+    ap.add_argument("--prompt-weight", type=float, default=PROMPT_WEIGHT)
     ap.add_argument("--episodes", type=int, default=0, help="the first N only (0: all)")
     args = ap.parse_args()
     tok = PreTrainedTokenizerFast.from_pretrained(args.model)

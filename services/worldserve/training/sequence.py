@@ -28,6 +28,9 @@ from worldserve.training.collect import Episode
 
 WINDOW = 4
 STRIDE = 4
+# The loss weight of a prompt's tokens against an answer's 1 (train.Stage.prompt_weight may set
+# another; loss_share.py measures what share of the loss each part carries).
+PROMPT_WEIGHT = 0.1
 END = "<|im_end|>"
 
 

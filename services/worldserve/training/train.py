@@ -29,7 +29,7 @@ from transformers import PreTrainedTokenizerFast, Qwen3MoeConfig, Qwen3MoeForCau
 from worldserve.training import arith, card, growth, precision, recall
 from worldserve.training.collect import FAULT_RATE, Episode, Focus, collect, collect_workers
 from worldserve.training.memory import memory_trimmer
-from worldserve.training.sequence import segments
+from worldserve.training.sequence import PROMPT_WEIGHT, segments
 from worldserve.training.words import pieces, rare_weights, words
 
 CHAT_TEMPLATE = (
@@ -51,8 +51,6 @@ SIZES: dict[str, dict[str, int]] = {
     "wide": {"hidden": 384, "layers": 4, "heads": 12, "kv_heads": 4, "experts": 8,
              "expert": 384},
 }
-# The loss weight of a prompt's tokens unless a stage sets its own (Stage.prompt_weight).
-PROMPT_WEIGHT = 0.1
 WEIGHT_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -80,8 +78,8 @@ class Stage:
     # (words.rare_weights; session 29) instead of all as often; needs a piece share.
     rare_pieces: bool = False
     # Loss weight of the prompt's tokens (system prompt, state, actions); None: the run's
-    # --prompt-weight (PROMPT_WEIGHT). Session 32: at 0.1 they still carry about three
-    # quarters of the loss, most of it on random words no model can predict.
+    # --prompt-weight (sequence.PROMPT_WEIGHT). Session 32: at 0.1 they carry 71 % of @11's
+    # weighted held-out loss, most of it on random words no model can predict (loss_share.py).
     prompt_weight: float | None = None
 
     def __post_init__(self) -> None:  # before minutes of collection, not after
@@ -496,7 +494,8 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
                for e in train_eps]
     total_tokens = sum(len(ids) for ids, _ in encoded)
     log(work, f"tokenizer: {len(tok)} entries; {total_tokens / 1e6:.2f} M tokens per epoch, "
-              f"{sum(sum(1 for x in w if x == 1.0) for _, w in encoded) / 1e6:.2f} M answer tokens")
+              f"{sum(sum(1 for x in w if x == 1.0) for _, w in encoded) / 1e6:.2f} M answer tokens"
+              f"; prompt tokens weigh {prompt_weight}")
 
     if prev is not None:
         if stage.size != "tiny":  # never a silently ignored field
