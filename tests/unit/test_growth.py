@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-from worldserve.training.growth import deepen, layer_order
+from worldserve.training.growth import deepen, head_sources, layer_order, widen_heads
 
 
 def test_copies_follow_evenly_spaced_originals() -> None:
@@ -51,3 +51,34 @@ def test_the_deeper_model_answers_as_the_shallow_one_did() -> None:
         copy.self_attn.q_proj.weight.add_(1.0)
     assert not torch.equal(copy.self_attn.q_proj.weight, original.self_attn.q_proj.weight)
     assert deepen(shallow, 3) is shallow
+
+
+def test_each_head_is_kept_twice_beside_a_copy_of_its_key_value_head() -> None:
+    # 4 query heads over 2 key/value heads: heads 0, 1 use kv 0; 2, 3 use kv 1. Doubled, kv
+    # heads are 0, 0', 1, 1' and their query heads 0, 1 | 0', 1' | 2, 3 | 2', 3'.
+    assert head_sources(4, 2) == [0, 1, 0, 1, 2, 3, 2, 3]
+    assert head_sources(2, 2) == [0, 0, 1, 1]
+    assert head_sources(4, 1) == [0, 1, 2, 3, 0, 1, 2, 3]
+    with pytest.raises(ValueError, match="cannot share"):
+        head_sources(4, 3)
+
+
+def test_the_wider_model_answers_as_the_narrow_one_did() -> None:
+    narrow = _tiny()
+    ids = torch.randint(0, 64, (2, 12))
+    exact = widen_heads(narrow, noise=0.0).eval()
+    assert (exact.config.num_attention_heads, exact.config.num_key_value_heads) == (8, 4)
+    attn = exact.model.layers[0].self_attn
+    assert attn.q_proj.weight.shape == (8 * 8, 32) and attn.o_proj.weight.shape == (32, 8 * 8)
+    with torch.no_grad():
+        torch.testing.assert_close(exact(input_ids=ids).logits, narrow(input_ids=ids).logits)
+        # with noise, each head's second copy (heads 2, 3, 6, 7 here) differs a little from
+        # its first, which is the trained head itself; the answer hardly moves
+        noisy = widen_heads(narrow, noise=1e-3).eval()
+        q = noisy.model.layers[0].self_attn.q_proj.weight.view(8, 8, 32)
+        trained = narrow.model.layers[0].self_attn.q_proj.weight.view(4, 8, 32)
+        assert torch.equal(q[0], trained[0]) and torch.equal(q[4], trained[2])
+        assert not torch.equal(q[2], trained[0])
+        torch.testing.assert_close(q[2], trained[0], atol=1e-3, rtol=0)
+        torch.testing.assert_close(noisy(input_ids=ids).logits, narrow(input_ids=ids).logits,
+                                   atol=1e-3, rtol=0)

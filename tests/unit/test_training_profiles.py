@@ -84,6 +84,15 @@ def test_a_stage_may_train_on_the_answers_alone() -> None:
         T.Stage(episodes=1, minutes=1, prompt_weight=1.5)
 
 
+def test_the_heads_stage_widens_attention_on_pieces2s_episodes() -> None:
+    heads, pieces2 = T.PROFILES["heads"].stages[-1], T.PROFILES["pieces2"].stages[-1]
+    assert heads.wider_heads and not pieces2.wider_heads
+    assert (heads.seed, heads.episodes, heads.lr, heads.piece_share) == (
+        pieces2.seed, pieces2.episodes, pieces2.lr, pieces2.piece_share)
+    assert T.PROFILES["heads"].stages[:-1] == T.PROFILES["pieces2"].stages[:-1]  # after @11
+    assert not any(stage.wider_heads for stage in T.PROFILES["pieces"].stages)
+
+
 def test_at_prompt_weight_zero_only_the_answers_carry_loss() -> None:
     from transformers import PreTrainedTokenizerFast
 

@@ -1,14 +1,22 @@
-"""Deepen a trained model without changing what it computes (pure logic on weights).
+"""Grow a trained model without changing what it computes (pure logic on weights).
 
-Block expansion: the deeper model keeps every trained layer in order and places a copy of some
-of them right after the original. A copy's attention output projection and its experts' down
-projections are zero, so at first it adds nothing to the residual stream: the deeper model
-answers exactly as the shallower one did, and training can put the new layers to use from
-there (the recipe of LLaMA Pro, Wu et al. 2024, applied to every stage's weights here).
+Deeper (``deepen``): block expansion. The deeper model keeps every trained layer in order and
+places a copy of some of them right after the original. A copy's attention output projection
+and its experts' down projections are zero, so at first it adds nothing to the residual stream:
+the deeper model answers exactly as the shallower one did, and training can put the new layers
+to use from there (the recipe of LLaMA Pro, Wu et al. 2024, applied to every stage's weights
+here).
+
+Wider attention (``widen_heads``): twice the query and key/value heads. Each trained head is
+kept twice, each copy beside a copy of its key/value head, and each copy's columns of the output
+projection are halved, so the two sum to what the one head gave (Net2WiderNet, Chen et al.
+2016). The second copy's query projection gets a little noise, or the two would stay twins: the
+same weights get the same gradients.
 """
 
 from __future__ import annotations
 
+import torch
 from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 # The parameters of a layer whose outputs enter the residual stream: zero in a copy.
@@ -54,3 +62,43 @@ def deepen(model: Qwen3MoeForCausalLM, layers: int) -> Qwen3MoeForCausalLM:
     deeper = Qwen3MoeForCausalLM(config)
     deeper.load_state_dict(out)
     return deeper.to(model.dtype)  # type: ignore[arg-type]
+
+
+def head_sources(heads: int, kv_heads: int) -> list[int]:
+    """For each query head of the doubled model, the trained head it starts from. A key/value
+    head serves ``heads // kv_heads`` neighbouring query heads (transformers' ``repeat_kv``);
+    in the doubled model key/value head ``j`` is a copy of head ``j // 2``, and its query heads
+    copy, in order, the query heads that head served."""
+    if heads < 1 or kv_heads < 1 or heads % kv_heads:
+        raise ValueError(f"{heads} query heads cannot share {kv_heads} key/value heads")
+    group = heads // kv_heads
+    return [(n // (2 * group)) * group + n % group for n in range(2 * heads)]
+
+
+def widen_heads(model: Qwen3MoeForCausalLM, noise: float = 1e-2, seed: int = 0
+                ) -> Qwen3MoeForCausalLM:
+    """``model`` with twice the attention heads; with ``noise`` 0 it computes the same function
+    (the second copy of each head gets ``noise`` times its query weights' spread)."""
+    cfg = model.config
+    heads, kv_heads, dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    sources = head_sources(heads, kv_heads)
+    kv_sources = [j // 2 for j in range(2 * kv_heads)]
+    raw = cfg.to_dict()
+    raw["num_attention_heads"], raw["num_key_value_heads"] = 2 * heads, 2 * kv_heads
+    wider = Qwen3MoeForCausalLM(Qwen3MoeConfig(**raw))
+    gen = torch.Generator().manual_seed(seed)
+    out = {}
+    for key, value in model.state_dict().items():
+        w = value.detach().float()
+        if key.endswith("self_attn.q_proj.weight"):
+            blocks = w.view(heads, dim, -1)[sources].clone()
+            second = torch.tensor([(n // (heads // kv_heads)) % 2 == 1 for n in range(2 * heads)])
+            blocks[second] += noise * w.std() * torch.randn(blocks[second].shape, generator=gen)
+            w = blocks.reshape(2 * heads * dim, -1)
+        elif key.endswith(("self_attn.k_proj.weight", "self_attn.v_proj.weight")):
+            w = w.view(kv_heads, dim, -1)[kv_sources].reshape(2 * kv_heads * dim, -1)
+        elif key.endswith("self_attn.o_proj.weight"):
+            w = w.view(-1, heads, dim)[:, sources].reshape(w.shape[0], -1) / 2
+        out[key] = w.to(value.dtype)
+    wider.load_state_dict(out)
+    return wider.to(model.dtype)  # type: ignore[arg-type]

@@ -68,6 +68,7 @@ class Stage:
     focus: Focus = ()  # Terminal command categories drawn more (or less) often than usual
     commands: str = "trained"  # Terminal command kinds drawn (terminal.COMMAND_SETS)
     layers: int = 0  # deepen the model the stage starts from to this many layers (growth.py)
+    wider_heads: bool = False  # start from twice the attention heads (growth.widen_heads)
     reasoning: str = "plain"  # the reasoning each answer is trained to give (recall.STYLES)
     size: str = "tiny"  # the model a first stage starts (SIZES); later stages keep theirs
     batch_tokens: int = 0  # tokens per batch (padded); 0: the profile's
@@ -164,6 +165,12 @@ _ARITH = replace(_PIECES, minutes=80.0, seed=71, reasoning=arith.ARITH,
 # net +2 turns over the four sets (821 steps, 13.0 M tokens), and the answers' own held-out
 # loss moved as little (0.144 -> 0.142; validation 0.145 -> 0.148): docs/MODEL.md.
 _ANSWERS = replace(_PIECES2, minutes=80.0, prompt_weight=0.0)
+# Session 33: pieces2's stage (the same episodes: data seed 67) on twice the attention heads, 16
+# query and 8 key/value heads of 32 (growth.widen_heads: each trained head kept twice, so the
+# stage starts from @11's answers; +0.79 M parameters, ~1.3x the training step). Most of @11's
+# listing and reading misses are a copy that drops, repeats or picks the wrong item, which is
+# attention's work; the deeper model of session 19 added layers, not heads.
+_HEADS = replace(_PIECES2, minutes=95.0, wider_heads=True)
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -239,6 +246,10 @@ PROFILES = {
     # (prompt weight 0; _ANSWERS). With --continue-from a directory holding @11 it trains this
     # one only.
     "answers": Profile((*_AT11, _ANSWERS), eval_episodes=120),
+    # An experiment (session 33): an eleventh stage continues @11 with twice the attention
+    # heads (_HEADS), on pieces2's episodes and recipe. With --continue-from a directory holding
+    # @11 it trains this one only.
+    "heads": Profile((*_AT11, _HEADS), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
@@ -509,6 +520,11 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
     if stage.layers:  # also on a first stage: never a silently ignored field
         model = growth.deepen(model, stage.layers)
         log(work, f"deepened to {stage.layers} layers (new layers start silent)")
+    if stage.wider_heads:
+        model = growth.widen_heads(model, seed=args.seed + stage.seed)
+        log(work, f"widened to {model.config.num_attention_heads} query and "
+                  f"{model.config.num_key_value_heads} key/value heads "
+                  f"({sum(p.numel() for p in model.parameters()):,} parameters)")
     model.to(device)  # type: ignore[arg-type]
     opt = torch.optim.AdamW(model.parameters(), lr=stage.lr, weight_decay=0.01,
                             betas=(0.9, 0.95))
@@ -566,6 +582,7 @@ def run_stage(args: argparse.Namespace, work: Path, index: int, stage: Stage,
               **({"focus": dict(stage.focus)} if stage.focus else {}),
               **({"commands": stage.commands} if stage.commands != "trained" else {}),
               **({"layers": stage.layers} if stage.layers else {}),
+              **({"wider_heads": True} if stage.wider_heads else {}),
               **({"reasoning": stage.reasoning} if stage.reasoning != "plain" else {}),
               **({"piece_share": stage.piece_share} if stage.piece_share else {}),
               **({"rare_pieces": True} if stage.rare_pieces else {}),
