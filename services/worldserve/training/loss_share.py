@@ -28,7 +28,8 @@ from transformers import PreTrainedTokenizerFast, Qwen3MoeForCausalLM
 
 from worldserve.training.collect import Episode
 from worldserve.training.heldout import read_episodes
-from worldserve.training.sequence import PROMPT_WEIGHT, segments
+from worldserve.training.sequence import PROMPT_WEIGHT
+from worldserve.training.train import MAX_LEN, segment_ids
 
 PARTS = ("system", "prompt", "answer", "unlearnt")
 _MARK = 0.5  # the weight segments() is asked to give prompt text: no other part has it
@@ -62,11 +63,11 @@ def part_losses(model: Qwen3MoeForCausalLM, tok: PreTrainedTokenizerFast, templa
     for ep in episodes:
         ids: list[int] = []
         parts: list[str] = []
-        for i, (text, w) in enumerate(segments(ep, template, _MARK)):
-            piece = tok(text, add_special_tokens=False)["input_ids"]
+        for i, (piece, w) in enumerate(segment_ids(tok, ep, template, _MARK)):
             ids += piece
             parts += [part_of(i, w)] * len(piece)
-        inp = torch.tensor([ids])
+        inp = torch.tensor([ids[-MAX_LEN:]])  # what train.encode keeps
+        parts = parts[-MAX_LEN:]
         logits = model(input_ids=inp).logits[0, :-1].float()
         ce = torch.nn.functional.cross_entropy(logits, inp[0, 1:], reduction="none").tolist()
         for part, loss in zip(parts[1:], ce, strict=True):  # token t's loss predicts token t

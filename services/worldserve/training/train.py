@@ -37,6 +37,7 @@ CHAT_TEMPLATE = (
     " + '<|im_end|>' + '\\n' }}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
+MAX_LEN = 2048  # tokens of a training sequence (its last; --max-len)
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MARKERS = ["<think>", "</think>", "<predicted_observation>", "</predicted_observation>"]
 # Whitespace, punctuation and digits are tokens of their own: a name is tokenized the same way
@@ -330,12 +331,19 @@ def build_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFas
     return fast
 
 
+def segment_ids(tok: PreTrainedTokenizerFast, ep: Episode, template: str, prompt_weight: float,
+                style: str = "plain") -> list[tuple[list[int], float]]:
+    """The token ids and loss weight of each piece of ``ep``'s sequence (sequence.segments)."""
+    return [(tok(text, add_special_tokens=False)["input_ids"], w)
+            for text, w in segments(ep, template, prompt_weight, style)]
+
+
 def encode(tok: PreTrainedTokenizerFast, ep: Episode, max_len: int, prompt_weight: float,
            style: str = "plain") -> tuple[list[int], list[float]]:
+    """``ep`` as one training sequence: its last ``max_len`` token ids and their weights."""
     ids: list[int] = []
     weights: list[float] = []
-    for text, w in segments(ep, CHAT_TEMPLATE, prompt_weight, style):
-        piece = tok(text, add_special_tokens=False)["input_ids"]
+    for piece, w in segment_ids(tok, ep, CHAT_TEMPLATE, prompt_weight, style):
         ids += piece
         weights += [w] * len(piece)
     return ids[-max_len:], weights[-max_len:]
@@ -696,7 +704,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=None,
                     help="override the last stage's data size")
     ap.add_argument("--vocab", type=int, default=3000)
-    ap.add_argument("--max-len", type=int, default=2048)
+    ap.add_argument("--max-len", type=int, default=MAX_LEN)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prompt-weight", type=float, default=PROMPT_WEIGHT,
                     help="loss weight of prompt tokens relative to answer tokens")
