@@ -82,6 +82,8 @@ def widen_heads(model: Qwen3MoeForCausalLM, noise: float = 1e-2, seed: int = 0
     cfg = model.config
     heads, kv_heads, dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
     sources = head_sources(heads, kv_heads)
+    group = heads // kv_heads  # query heads per key/value head
+    second = torch.tensor([(n // group) % 2 == 1 for n in range(2 * heads)])  # beside kv j'
     kv_sources = [j // 2 for j in range(2 * kv_heads)]
     raw = cfg.to_dict()
     raw["num_attention_heads"], raw["num_key_value_heads"] = 2 * heads, 2 * kv_heads
@@ -92,7 +94,6 @@ def widen_heads(model: Qwen3MoeForCausalLM, noise: float = 1e-2, seed: int = 0
         w = value.detach().float()
         if key.endswith("self_attn.q_proj.weight"):
             blocks = w.view(heads, dim, -1)[sources].clone()
-            second = torch.tensor([(n // (heads // kv_heads)) % 2 == 1 for n in range(2 * heads)])
             blocks[second] += noise * w.std() * torch.randn(blocks[second].shape, generator=gen)
             w = blocks.reshape(2 * heads * dim, -1)
         elif key.endswith(("self_attn.k_proj.weight", "self_attn.v_proj.weight")):

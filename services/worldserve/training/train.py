@@ -168,11 +168,11 @@ _ARITH = replace(_PIECES, minutes=80.0, seed=71, reasoning=arith.ARITH,
 _ANSWERS = replace(_PIECES2, minutes=80.0, prompt_weight=0.0)
 # Session 33: pieces2's stage (the same episodes: data seed 67) on twice the attention heads, 16
 # query and 8 key/value heads of 32 (growth.widen_heads: each trained head kept twice, so the
-# stage starts from @11's answers; +0.79 M parameters, ~1.3x the training step). Most of @11's
-# listing and reading misses are a copy that drops, repeats or picks the wrong item, which is
-# attention's work; the deeper model of session 19 added layers, not heads. Not adopted: net 0
-# turns over the four sets (966 steps, 15.3 M tokens; held-out answers' loss 0.144 -> 0.140),
-# and 0.84x @11's decoding speed: docs/MODEL.md.
+# stage starts from @11's answers; +0.79 M parameters; it trained at about the 8-head rate,
+# ~2,700 tokens/s). Most of @11's listing and reading misses are a copy that drops, repeats
+# or picks the wrong item, which is attention's work; the deeper model of session 19 added
+# layers, not heads. Not adopted: net 0 turns over the four sets (966 steps, 15.3 M tokens;
+# held-out answers' loss 0.144 -> 0.140), and 0.84x @11's decoding speed: docs/MODEL.md.
 _HEADS = replace(_PIECES2, minutes=95.0, wider_heads=True)
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
@@ -251,8 +251,8 @@ PROFILES = {
     "answers": Profile((*_AT11, _ANSWERS), eval_episodes=120),
     # An experiment (session 33, not adopted: net 0 turns over the four sets; docs/MODEL.md):
     # an eleventh stage continues @11 with twice the attention heads (_HEADS), on pieces2's
-    # episodes and recipe. With --continue-from a directory holding
-    # @11 it trains this one only.
+    # episodes and recipe. With --continue-from a directory holding @11 it trains this one
+    # only.
     "heads": Profile((*_AT11, _HEADS), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
