@@ -22,7 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from worldserve.domains.faults import DOMAIN_KINDS
+from worldserve.domains.faults import KINDS as FAULT_KINDS
 from worldserve.domains.templates import Domain
+from worldserve.evaluation.metrics import fault_visible
 from worldserve.training import arith, recall, terminal
 from worldserve.training.mcp_tools import McpEpisode, ToolServer, check_focus
 from worldserve.training.shell import Sandbox
@@ -31,9 +33,11 @@ from worldserve.training.words import Vocab
 SANDBOX_ROOT = Path("/tmp/worldserve-sandbox")
 MAX_TURNS = 8  # with the gateway's window 4 / stride 4, turns 1–8 are all shown verbatim
 FAULT_RATE = 0.25
-# (Terminal command category, or "mcp:" + an MCP tool kind; draw factor); () draws as usual
+# (Terminal command category, "mcp:" + an MCP tool kind, or "fault:" + a fault kind; draw
+# factor); () draws as usual
 Focus = tuple[tuple[str, float], ...]
 MCP_FOCUS = "mcp:"
+FAULT_FOCUS = "fault:"
 TERMINAL_TASKS = [
     "Inspect the files in the working directory and summarise them.",
     "Tidy the directory and count the lines in every file.",
@@ -96,9 +100,10 @@ ARITH_LAST = 0.5
 
 def terminal_episode(index: int, rng: random.Random, vocab: Vocab, worker: int, turns: int,
                      fault_rate: float = FAULT_RATE,
-                     weights: Mapping[str, float] | None = None, reasoning: str = "plain"
-                     ) -> Episode:
-    """``weights``: each command kind's draw weight (``terminal.kind_weights``); ``reasoning``
+                     weights: Mapping[str, float] | None = None, reasoning: str = "plain",
+                     fault_weights: Mapping[str, float] | None = None) -> Episode:
+    """``weights``: each command kind's draw weight (``terminal.kind_weights``);
+    ``fault_weights``: fault kind factors (``pick_fault``); ``reasoning``
     "lines": a command that reads lines lists them, numbered, in its reasoning (recall.STYLES);
     "arith": the last command computes more often (ARITH_LAST)."""
     env = terminal.TerminalEpisode(rng, vocab, terminal_sandbox(worker, rng, vocab),
@@ -109,7 +114,7 @@ def terminal_episode(index: int, rng: random.Random, vocab: Vocab, worker: int, 
     fault = ""
     allowed = [k for k in DOMAIN_KINDS[Domain.TERMINAL] if k in terminal.FAULT_KINDS]
     if allowed and rng.random() < fault_rate:
-        fault = rng.choice(allowed)
+        fault = pick_fault(rng, allowed, fault_weights)
     for t in range(turns):
         last = t == turns - 1
         kind = rng.choice(terminal.FAULT_KINDS[fault]) if last and fault else None
@@ -122,24 +127,47 @@ def terminal_episode(index: int, rng: random.Random, vocab: Vocab, worker: int, 
         f = fault if last else ""
         if reasoning == recall.LINES and not f:  # a fault turn never reads what it would list
             cmd = env.lines_reasoning(cmd)
-        ep.turns.append(Turn(cmd.text, env.run(cmd, f), cmd.reasoning, cmd.kind, f,
-                             env.box.last_full if f == "truncated_output" else ""))
+        out = env.run(cmd, f)
+        full = env.box.last_full if f == "truncated_output" else ""
+        if f == "truncated_output" and not fault_visible(f, out, out, full):
+            f = full = ""  # nothing to cut (an empty grep, one byte): a plain turn, as it ran
+        ep.turns.append(Turn(cmd.text, out, cmd.reasoning, cmd.kind, f, full))
     return ep
 
 
 def split_focus(focus: Focus) -> tuple[dict[str, float], dict[str, float]]:
-    """(Terminal category factors, MCP tool kind factors) of a focus; unknown names fail."""
+    """(Terminal category factors, MCP tool kind factors) of a focus; unknown names fail.
+    Fault kind factors ("fault:" entries) are ``fault_focus``'s."""
     mcp = {k.removeprefix(MCP_FOCUS): f for k, f in focus if k.startswith(MCP_FOCUS)}
     check_focus(mcp)
-    return {k: f for k, f in focus if not k.startswith(MCP_FOCUS)}, mcp
+    return {k: f for k, f in focus if not k.startswith((MCP_FOCUS, FAULT_FOCUS))}, mcp
+
+
+def fault_focus(focus: Focus) -> dict[str, float]:
+    """The fault kind factors of a focus ("fault:" entries); an unknown kind fails."""
+    factors = {k.removeprefix(FAULT_FOCUS): f for k, f in focus if k.startswith(FAULT_FOCUS)}
+    unknown = set(factors) - set(FAULT_KINDS)
+    if unknown:
+        raise ValueError(f"no fault kind {sorted(unknown)}; kinds: {', '.join(FAULT_KINDS)}")
+    return factors
+
+
+def pick_fault(rng: random.Random, allowed: Sequence[str],
+               factors: Mapping[str, float] | None = None) -> str:
+    """One of ``allowed``, each as likely as the others times its factor (default 1); without
+    factors the draw is ``rng.choice``, so an unfocused collection is the one it always was."""
+    if not factors:
+        return rng.choice(allowed)
+    return rng.choices(allowed, [factors.get(k, 1.0) for k in allowed])[0]
 
 
 def mcp_episode(index: int, rng: random.Random, vocab: Vocab, server: ToolServer, turns: int,
-                fault_rate: float = FAULT_RATE, focus: Mapping[str, float] | None = None
-                ) -> Episode:
+                fault_rate: float = FAULT_RATE, focus: Mapping[str, float] | None = None,
+                fault_weights: Mapping[str, float] | None = None) -> Episode:
     env = McpEpisode(rng, vocab, server, focus)
     ep = Episode(Domain.MCP.value, vocab.split, index, rng.choice(MCP_TASKS), env.setup())
-    fault = rng.choice(DOMAIN_KINDS[Domain.MCP]) if rng.random() < fault_rate else ""
+    fault = (pick_fault(rng, DOMAIN_KINDS[Domain.MCP], fault_weights)
+             if rng.random() < fault_rate else "")
     for t in range(turns):
         last = t == turns - 1
         action, kind, why = env.next_call()
@@ -181,6 +209,7 @@ def _episodes(job: Job) -> Iterator[Episode]:
     draw = job.draw
     server = ToolServer()
     shell_focus, tool_focus = split_focus(draw.focus)
+    faults = fault_focus(draw.focus)
     weights = terminal.kind_weights(shell_focus, draw.commands)  # once per worker, not per episode
     try:
         for index in range(job.first, job.count, job.workers):
@@ -188,10 +217,11 @@ def _episodes(job: Job) -> Iterator[Episode]:
             vocab = Vocab(rng, job.split, draw.pieces, draw.piece_share, draw.piece_weights)
             turns = rng.randint(2, MAX_TURNS)
             if index % 3 == 2:
-                yield mcp_episode(index, rng, vocab, server, turns, draw.fault_rate, tool_focus)
+                yield mcp_episode(index, rng, vocab, server, turns, draw.fault_rate, tool_focus,
+                                  faults)
             else:
                 yield terminal_episode(index, rng, vocab, job.worker, turns, draw.fault_rate,
-                                       weights, draw.reasoning)
+                                       weights, draw.reasoning, faults)
     finally:
         server.close()
 
@@ -228,6 +258,7 @@ def collect(path: Path, count: int, seed: int, split: str = "train",
     here, the others are made from the turns when a stage encodes them). ``pieces``,
     ``piece_share``, ``piece_weights``: piece words among the words drawn (``words.Vocab``)."""
     terminal.kind_weights(split_focus(focus)[0], commands)  # fails here, not in a worker
+    fault_focus(focus)
     recall.check_style(reasoning)
     Vocab(random.Random(0), split, pieces, piece_share, piece_weights)  # bad ones fail here
     if path.exists():

@@ -8,7 +8,8 @@ template:
 - ``permission_denied``: the working directory is ``chmod 000`` while the command runs;
 - ``timeout``: the command's program hangs (a shim that sleeps, first on ``PATH``) and GNU
   ``timeout --verbose`` cuts it off;
-- ``truncated_output``: the real output piped through ``head -c N``;
+- ``truncated_output``: the real output piped through ``head -c N``, N half its first line
+  (``truncation_keep``);
 - ``network_unreachable``: a network command (``curl``/``wget``) against a host that does not
   resolve.
 
@@ -28,6 +29,17 @@ NOBODY = 65534
 TIME_LIMIT_S = 5.0
 HANG_LIMIT_S = "0.2"
 _META = set("|&;<>()$`\\\"'*?[]{}~\n")
+
+
+def truncation_keep(output: bytes) -> int:
+    """Bytes of ``output`` a ``truncated_output`` fault keeps: half of its first non-empty line
+    (at least one byte), with the blank lines before it. Until session 34 the cut kept 55 % of
+    the whole output, a point a small model has to find by counting every byte it copies (@11
+    showed 1 of 5 held-out cuts); half the first line is a stop it can learn, and every longer
+    output still visibly stops partway (docs/MODEL.md, "A cut in the first line")."""
+    body = output.lstrip(b"\n")
+    line = body.split(b"\n", 1)[0]
+    return len(output) - len(body) + max(1, len(line) // 2)
 
 
 class Sandbox:
@@ -99,7 +111,7 @@ class Sandbox:
         if fault == "truncated_output":
             full = self._bash(command)
             self.last_full = self._as_shown(full)
-            keep = max(1, len(full.encode()) * 11 // 20)
+            keep = truncation_keep(full.encode())
             return self._bash(f"( {command} ) 2>&1 | head -c {keep}")
         if fault in ("", "network_unreachable"):
             return self._bash(command)
