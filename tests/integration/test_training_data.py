@@ -53,8 +53,8 @@ def test_faults_are_provoked_for_real(box: Sandbox) -> None:
     assert box.run("cat notes.txt") == "alpha beta\ngamma"  # permissions restored
     assert box.run("cat notes.txt", "timeout") == \
         "timeout: sending signal TERM to command 'cat'"
-    cut = box.run("cat notes.txt", "truncated_output")
-    assert cut and "alpha beta\ngamma".startswith(cut) and cut != "alpha beta\ngamma"
+    # cut by a real `head -c` at half the first line (shell.truncation_keep)
+    assert box.run("cat notes.txt", "truncated_output") == "alpha"
     assert box.last_full == "alpha beta\ngamma"
     assert "Could not resolve host" in box.run("curl -sS http://nowhere.invalid/",
                                                "network_unreachable")
@@ -181,6 +181,36 @@ def test_a_focus_on_mcp_tool_kinds_calls_them_more_often(tmp_path: Path) -> None
                 assert json.loads(t.observation)["result"]["product"] == args["x"] * args["y"]
                 products += 1
     assert products >= 5
+
+
+def test_a_focus_on_a_fault_kind_draws_it_more_often_and_every_cut_shows(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no fault kind"):
+        collect.collect(tmp_path / "bad.jsonl", 3, seed=1, workers=1, progress=False,
+                        focus=(("fault:truncated", 2.0),))
+    from worldserve.training.train import PROFILES
+    cut = PROFILES["cut"].stages[-1]
+    assert PROFILES["cut"].stages[:-1] == PROFILES["pieces"].stages  # after @11
+    assert collect.fault_focus(cut.focus) == {"truncated_output": 3.0}
+    assert collect.split_focus(cut.focus) == ({}, {})  # no command or tool kind drawn more
+
+    def truncations(eps: list[Episode]) -> list[collect.Turn]:
+        return [e.turns[-1] for e in eps if e.turns[-1].fault == "truncated_output"]
+
+    plain = collect.collect(tmp_path / "plain.jsonl", 60, seed=3, workers=1, progress=False,
+                            fault_rate=1.0)
+    focused = collect.collect(tmp_path / "focus.jsonl", 60, seed=3, workers=1, progress=False,
+                              fault_rate=1.0, focus=(("fault:truncated_output", 20.0),))
+    assert len(truncations(focused)) > 2 * len(truncations(plain)) + 4
+    for turn in truncations(focused):  # a real cut in the first line, and it shows
+        first = turn.normal.lstrip("\n").split("\n")[0]
+        assert turn.observation and turn.normal.startswith(turn.observation)
+        assert turn.observation != turn.normal and first.startswith(turn.observation.lstrip("\n"))
+        assert fault_visible(turn, turn.observation)
+    # Every episode drew a fault (rate 1): a Terminal one that ends plain is a truncation whose
+    # output had nothing to cut (an empty grep, one byte), kept as the plain turn it was.
+    for turn in (e.turns[-1] for e in focused if e.domain == "TERMINAL" and not e.turns[-1].fault):
+        assert turn.kind in terminal.FAULT_KINDS["truncated_output"] and not turn.normal
+        assert len(turn.observation.strip()) <= 1, turn
 
 
 def test_the_coreutils_beyond_the_trained_list_are_drawn_only_when_asked(tmp_path: Path) -> None:

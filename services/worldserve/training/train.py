@@ -144,7 +144,7 @@ _ANNEAL = replace(_BATCH, minutes=70.0, seed=53, lr=1.5e-4, warmup_steps=20, bat
 # copied as content somewhere: `make demo` loses `todo` (never content in @10's data) and
 # `error` (only ever a JSON key there).
 _PIECES = replace(_BATCH2, minutes=60.0, seed=59, piece_share=0.25)
-# The ten stages that made the committed @11 (`make train`).
+# The ten stages that made @11; the experiments of sessions 29-34 continue it.
 _AT11 = (*_AT10, _PIECES)
 # More and rarer pieces (session 29): @11's stage again, with 35 % piece words instead of 25 %,
 # drawn in inverse proportion to the square root of how often the list words carry them
@@ -174,6 +174,12 @@ _ANSWERS = replace(_PIECES2, minutes=80.0, prompt_weight=0.0)
 # layers, not heads. Not adopted: net 0 turns over the four sets (966 steps, 15.3 M tokens;
 # held-out answers' loss 0.144 -> 0.140), and 0.84x @11's decoding speed: docs/MODEL.md.
 _HEADS = replace(_PIECES2, minutes=95.0, wider_heads=True)
+# Session 34: @11's recipe on fresh episodes where a truncated output is cut in its first line
+# (shell.truncation_keep) instead of at 55 % of its bytes, and a Terminal fault is a truncation
+# three times as often as any other kind (half of them).
+_CUT = replace(_PIECES, minutes=55.0, seed=73, focus=(("fault:truncated_output", 3.0),))
+# The eleven stages that made the committed @12 (`make train`).
+_AT12 = (*_AT11, _CUT)
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -220,10 +226,10 @@ PROFILES = {
     # minutes (2,453 steps, 8.6 M tokens). With --continue-from a directory holding @10 it
     # trains this one only.
     "anneal": Profile((*_AT10, _ANNEAL), eval_episodes=120),
-    # The committed checkpoint (@11, session 28; `make train`): a tenth stage continues @10
-    # with its recipe on 16,000 fresh episodes (data seed 59) a quarter of whose words and
-    # names are piece words (_PIECES; 759 steps, 12.0 M tokens; docs/MODEL.md). With
-    # --continue-from a directory holding @10 it trains this one only.
+    # @11 (session 28): a tenth stage continues @10 with its recipe on 16,000 fresh episodes
+    # (data seed 59) a quarter of whose words and names are piece words (_PIECES; 759 steps,
+    # 12.0 M tokens; docs/MODEL.md). With --continue-from a directory holding @10 it trains
+    # this one only.
     "pieces": Profile(_AT11, eval_episodes=120),
     # An experiment (session 29, not adopted: held-out 0.648 as @11, validation 0.628 against
     # 0.631, piece-word set 0.646 against 0.648; 507 steps, 8.0 M tokens; docs/MODEL.md): an
@@ -254,6 +260,12 @@ PROFILES = {
     # episodes and recipe. With --continue-from a directory holding @11 it trains this one
     # only.
     "heads": Profile((*_AT11, _HEADS), eval_episodes=120),
+    # The committed checkpoint (@12, session 34; `make train`): an eleventh stage continues
+    # @11 with its recipe on 16,000 fresh episodes (data seed 73) whose truncated outputs are
+    # cut in their first line, half the Terminal faults truncations (_CUT; 649 steps, 10.3 M
+    # tokens; docs/MODEL.md). With --continue-from a directory holding @11 it trains this one
+    # only.
+    "cut": Profile(_AT12, eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
@@ -293,12 +305,12 @@ PROFILES = {
     "gpu": Profile((Stage(episodes=24000, minutes=4.0, seed=29, fault_rate=0.4, lr=2e-3,
                           warmup_steps=200, commands="all", size="wide"),),
                    eval_episodes=120, batch_tokens=16384, weights="bfloat16"),
-    # The other choice for a lent GPU (session 23, not yet run there): an eleventh stage
-    # continues @11 (`--continue-from models/worldserve-tiny-moe`) with its own recipe (batches
-    # of 16,384 tokens, a quarter piece words) on 24,000 fresh episodes of every command kind,
-    # for 4 minutes.
-    "gpu-continue": Profile((*_AT11,
-                             replace(_PIECES, episodes=24000, minutes=4.0, seed=41)),
+    # The other choice for a lent GPU (session 23, not yet run there): a twelfth stage
+    # continues @12 (`--continue-from models/worldserve-tiny-moe`) with its own recipe (batches
+    # of 16,384 tokens, a quarter piece words, truncations cut in the first line) on 24,000
+    # fresh episodes of every command kind, for 4 minutes.
+    "gpu-continue": Profile((*_AT12,
+                             replace(_CUT, episodes=24000, minutes=4.0, seed=41)),
                             eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
     # kinds @5 gets wrong (reading, listing, searching, transforming) more often and the writes
