@@ -5,7 +5,7 @@
 A truncated turn keeps the real output before the cut (``Turn.normal``), so a new cut
 (``shell.truncation_keep``) is made from it without running anything again: the held-out,
 validation and beyond-list episodes keep every other turn exactly as collected, and the same
-turns are compared before and after (session 34, docs/MODEL.md "A cut in the first line"). A
+turns are compared before and after (session 34, docs/MODEL.md "Adopted: @12"). A
 turn whose output has nothing to cut becomes a plain turn, as collection now records it.
 The file is rewritten in place; its other turns and fields are left as they are.
 """

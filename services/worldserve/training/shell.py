@@ -36,7 +36,7 @@ def truncation_keep(output: bytes) -> int:
     (at least one byte), with the blank lines before it. Until session 34 the cut kept 55 % of
     the whole output, a point a small model has to find by counting every byte it copies (@11
     showed 1 of 5 held-out cuts); half the first line is a stop it can learn, and every longer
-    output still visibly stops partway (docs/MODEL.md, "A cut in the first line")."""
+    output still visibly stops partway (docs/MODEL.md, "Adopted: @12")."""
     body = output.lstrip(b"\n")
     line = body.split(b"\n", 1)[0]
     return len(output) - len(body) + max(1, len(line) // 2)

@@ -176,7 +176,7 @@ _ANSWERS = replace(_PIECES2, minutes=80.0, prompt_weight=0.0)
 _HEADS = replace(_PIECES2, minutes=95.0, wider_heads=True)
 # Session 34: @11's recipe on fresh episodes where a truncated output is cut in its first line
 # (shell.truncation_keep) instead of at 55 % of its bytes, and a Terminal fault is a truncation
-# three times as often as any other kind (half of them).
+# three times as often as any other kind (so half the Terminal faults are truncations).
 _CUT = replace(_PIECES, minutes=55.0, seed=73, focus=(("fault:truncated_output", 3.0),))
 # The eleven stages that made the committed @12 (`make train`).
 _AT12 = (*_AT11, _CUT)
