@@ -53,7 +53,7 @@ def test_faults_are_provoked_for_real(box: Sandbox) -> None:
     assert box.run("cat notes.txt") == "alpha beta\ngamma"  # permissions restored
     assert box.run("cat notes.txt", "timeout") == \
         "timeout: sending signal TERM to command 'cat'"
-    # cut by a real `head -c` at half the first line (shell.truncation_keep)
+    # cut by a real `head -c` at the end of the first word (shell.truncation_keep)
     assert box.run("cat notes.txt", "truncated_output") == "alpha"
     assert box.last_full == "alpha beta\ngamma"
     assert "Could not resolve host" in box.run("curl -sS http://nowhere.invalid/",
@@ -190,6 +190,8 @@ def test_a_focus_on_a_fault_kind_draws_it_more_often_and_every_cut_shows(tmp_pat
     from worldserve.training.train import PROFILES
     cut = PROFILES["cut"].stages[-1]
     assert PROFILES["cut"].stages[:-1] == PROFILES["pieces"].stages  # after @11
+    assert PROFILES["word"].stages[:-1] == PROFILES["cut"].stages  # after @12
+    assert PROFILES["word"].stages[-1].focus == cut.focus
     assert collect.fault_focus(cut.focus) == {"truncated_output": 3.0}
     assert collect.split_focus(cut.focus) == ({}, {})  # no command or tool kind drawn more
 
@@ -201,11 +203,12 @@ def test_a_focus_on_a_fault_kind_draws_it_more_often_and_every_cut_shows(tmp_pat
     focused = collect.collect(tmp_path / "focus.jsonl", 60, seed=3, workers=1, progress=False,
                               fault_rate=1.0, focus=(("fault:truncated_output", 20.0),))
     assert len(truncations(focused)) > 2 * len(truncations(plain)) + 4
-    for turn in truncations(focused):  # a real cut in the first line, and it shows
-        first = turn.normal.lstrip("\n").split("\n")[0]
+    for turn in truncations(focused):  # a real cut at the first word's end, and it shows
+        words = turn.normal.split()
         assert turn.observation and turn.normal.startswith(turn.observation)
-        assert turn.observation != turn.normal and first.startswith(turn.observation.lstrip("\n"))
-        assert fault_visible(turn, turn.observation)
+        assert turn.observation != turn.normal and fault_visible(turn, turn.observation)
+        shown = turn.observation.strip()
+        assert shown == words[0] if len(words) > 1 else words[0].startswith(shown), turn
     # Every episode drew a fault (rate 1): a Terminal one that ends plain is a truncation whose
     # output had nothing to cut (an empty grep, one byte), kept as the plain turn it was.
     for turn in (e.turns[-1] for e in focused if e.domain == "TERMINAL" and not e.turns[-1].fault):

@@ -1,4 +1,4 @@
-"""A truncated output is cut in its first line (session 34), and collected sets are cut again."""
+"""A truncated output ends at its first word (session 35), and collected sets are cut again."""
 
 from __future__ import annotations
 
@@ -7,19 +7,28 @@ import random
 from collections import Counter
 from pathlib import Path
 
+from worldserve.evaluation.metrics import fault_visible
 from worldserve.training.collect import pick_fault
 from worldserve.training.retruncate import cut, recut_file, recut_line
 from worldserve.training.shell import truncation_keep
 
 
-def test_the_cut_keeps_half_the_first_line_with_the_blank_lines_before_it() -> None:
+def test_the_cut_keeps_the_first_word_with_the_whitespace_before_it() -> None:
     assert truncation_keep(b"alpha beta\ngamma") == 5
-    assert truncation_keep(b"ab\ncdef\nghij") == 1
-    assert truncation_keep(b"\n\nwxyz\nmore") == 2 + 2
-    assert truncation_keep(b"a") == 1  # one byte: nothing is cut (collection makes it plain)
+    assert truncation_keep(b"ab\ncdef\nghij") == 2
+    assert truncation_keep(b"\n\nwxyz\nmore") == 2 + 4
     assert cut("alpha beta\ngamma") == "alpha"
-    assert cut("./dir/name.txt\n./other") == "./dir/n"  # 14 bytes: 7 kept
+    assert cut("./dir/name.txt\n./other") == "./dir/name.txt"
+    assert cut(".\n./a.txt") == "."
+    assert cut("      3 foo\n      1 bar") == "      3"  # uniq -c: the padding is kept
+    assert cut("1:mity melopiano tranky 1") == "1:mity"
+    # one word: half of it (at least one byte); one byte or only whitespace: nothing is cut
     assert cut("\n\nwxyz") == "\n\nwx"
+    assert cut("4104\n") == "41"
+    assert truncation_keep(b"a") == 1 and truncation_keep(b" \n") == 2
+    for full in ("alpha beta\ngamma", ".\n./a.txt", "      3 foo", "4104", "ab cd"):
+        assert fault_visible("truncated_output", cut(full), "", full), full
+    assert not fault_visible("truncated_output", cut("a"), "", "a")
 
 
 def test_fault_factors_weigh_the_draw_and_no_factors_draw_as_before() -> None:
@@ -43,7 +52,7 @@ def test_collected_truncations_are_cut_again_from_the_output_they_kept(tmp_path:
     full = "ncy203 lumbric 858.11 jointedly miasmic_1148\nzalophus neurosome 9459\nscorbute"
     line, changed = recut_line(_episode(old, full))
     turns = json.loads(line)["turns"]
-    assert changed == 1 and turns[1]["observation"] == "ncy203 lumbric 858.11 "
+    assert changed == 1 and turns[1]["observation"] == "ncy203"
     assert turns[1]["normal"] == full and turns[1]["fault"] == "truncated_output"
     assert turns[0] == json.loads(_episode(old, full))["turns"][0]  # other turns untouched
     # an output with nothing to cut becomes the plain turn it was

@@ -88,8 +88,8 @@ def fault_visible(kind: str, predicted: str, reference: str, untruncated: str = 
             return bool(predicted.strip())
         return False
     if kind == "truncated_output":
-        full, cut = untruncated.strip(), predicted.rstrip("\n")
-        return bool(cut.strip()) and cut.strip() != full and full.startswith(cut)
+        full, cut = untruncated.strip(), predicted.strip()  # leading padding on both sides
+        return bool(cut) and cut != full and full.startswith(cut)
     return predicted.strip() == reference.strip()  # stale_data: the old answer itself
 
 

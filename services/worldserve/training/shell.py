@@ -8,8 +8,8 @@ template:
 - ``permission_denied``: the working directory is ``chmod 000`` while the command runs;
 - ``timeout``: the command's program hangs (a shim that sleeps, first on ``PATH``) and GNU
   ``timeout --verbose`` cuts it off;
-- ``truncated_output``: the real output piped through ``head -c N``, N half its first line
-  (``truncation_keep``);
+- ``truncated_output``: the real output piped through ``head -c N``, N the end of its first
+  word (``truncation_keep``);
 - ``network_unreachable``: a network command (``curl``/``wget``) against a host that does not
   resolve.
 
@@ -32,14 +32,22 @@ _META = set("|&;<>()$`\\\"'*?[]{}~\n")
 
 
 def truncation_keep(output: bytes) -> int:
-    """Bytes of ``output`` a ``truncated_output`` fault keeps: half of its first non-empty line
-    (at least one byte), with the blank lines before it. Until session 34 the cut kept 55 % of
-    the whole output, a point a small model has to find by counting every byte it copies (@11
-    showed 1 of 5 held-out cuts); half the first line is a stop it can learn, and every longer
-    output still visibly stops partway (docs/MODEL.md, "Adopted: @12")."""
-    body = output.lstrip(b"\n")
-    line = body.split(b"\n", 1)[0]
-    return len(output) - len(body) + max(1, len(line) // 2)
+    """Bytes of ``output`` a ``truncated_output`` fault keeps: its first word, with the
+    whitespace before it; an output of one word keeps half of it (at least one byte).
+
+    Session 34 cut half the first line, session 35 cuts at the first word's end: a half-line
+    is a stop the model can only find by counting as it copies (@12 showed 1 of 5 held-out
+    cuts), while the end of a word is a stop it sees: the next token would begin with a space
+    or a line break. Every output of two or more words still visibly stops partway
+    (docs/MODEL.md, "A truncation ends at the first word")."""
+    start = len(output) - len(output.lstrip())
+    word = output[start:].split(None, 1)
+    if not word:
+        return len(output)  # nothing but whitespace: nothing to cut
+    end = start + len(word[0])
+    if output[end:].strip():
+        return end
+    return start + max(1, len(word[0]) // 2)
 
 
 class Sandbox:

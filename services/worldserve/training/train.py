@@ -178,8 +178,14 @@ _HEADS = replace(_PIECES2, minutes=95.0, wider_heads=True)
 # (shell.truncation_keep) instead of at 55 % of its bytes, and a Terminal fault is a truncation
 # three times as often as any other kind (so half the Terminal faults are truncations).
 _CUT = replace(_PIECES, minutes=55.0, seed=73, focus=(("fault:truncated_output", 3.0),))
-# The eleven stages that made the committed @12 (`make train`).
+# The eleven stages that made @12 (session 34).
 _AT12 = (*_AT11, _CUT)
+# Session 35: _CUT's recipe on fresh episodes (data seed 79) where a truncated output ends at
+# its first word (shell.truncation_keep) instead of halfway through its first line: @12 cut
+# 1 of 5 held-out truncations where they end, and a word's end needs no counting.
+_WORD = replace(_CUT, seed=79)
+# The twelve stages that made the committed @13 (`make train`).
+_AT13 = (*_AT12, _WORD)
 PROFILES = {
     # The recipe in small, on every command kind there is (those the committed stages drew and
     # the coreutils beyond them: terminal.BEYOND).
@@ -260,12 +266,17 @@ PROFILES = {
     # episodes and recipe. With --continue-from a directory holding @11 it trains this one
     # only.
     "heads": Profile((*_AT11, _HEADS), eval_episodes=120),
-    # The committed checkpoint (@12, session 34; `make train`): an eleventh stage continues
+    # @12 (session 34; docs/MODEL.md): an eleventh stage continues
     # @11 with its recipe on 16,000 fresh episodes (data seed 73) whose truncated outputs are
     # cut in their first line, half the Terminal faults truncations (_CUT; 649 steps, 10.3 M
     # tokens; docs/MODEL.md). With --continue-from a directory holding @11 it trains this one
     # only.
     "cut": Profile(_AT12, eval_episodes=120),
+    # The committed checkpoint (@13, session 35; `make train`): a twelfth stage continues @12
+    # with its recipe on 16,000 fresh episodes (data seed 79) whose truncated outputs end at
+    # their first word (_WORD; 644 steps, 10.2 M tokens; docs/MODEL.md). With --continue-from
+    # a directory holding @12 it trains this one only.
+    "word": Profile(_AT13, eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
     # new layers start as silent copies, growth.py) and trains it on fresh data of every
@@ -305,12 +316,12 @@ PROFILES = {
     "gpu": Profile((Stage(episodes=24000, minutes=4.0, seed=29, fault_rate=0.4, lr=2e-3,
                           warmup_steps=200, commands="all", size="wide"),),
                    eval_episodes=120, batch_tokens=16384, weights="bfloat16"),
-    # The other choice for a lent GPU (session 23, not yet run there): a twelfth stage
-    # continues @12 (`--continue-from models/worldserve-tiny-moe`) with its own recipe (batches
-    # of 16,384 tokens, a quarter piece words, truncations cut in the first line) on 24,000
+    # The other choice for a lent GPU (session 23, not yet run there): a thirteenth stage
+    # continues @13 (`--continue-from models/worldserve-tiny-moe`) with its own recipe (batches
+    # of 16,384 tokens, a quarter piece words, truncations ending at the first word) on 24,000
     # fresh episodes of every command kind, for 4 minutes.
-    "gpu-continue": Profile((*_AT12,
-                             replace(_CUT, episodes=24000, minutes=4.0, seed=41)),
+    "gpu-continue": Profile((*_AT13,
+                             replace(_WORD, episodes=24000, minutes=4.0, seed=41)),
                             eval_episodes=120),
     # An experiment (session 9, not adopted): a fifth stage continues @5 on data that draws the
     # kinds @5 gets wrong (reading, listing, searching, transforming) more often and the writes
