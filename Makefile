@@ -56,8 +56,8 @@ proto: install           ## regenerate services/worldserve/v1 from protos/
 proto-check: install
 	$(PY) -m pytest -q tests/unit/test_codegen.py
 
-train: install           ## retrain the committed checkpoint (resumable; eleven stages, ~15 h on 2 cores)
-	$(PY) -m worldserve.training.train --profile cut --out models/worldserve-tiny-moe
+train: install           ## retrain the committed checkpoint (resumable; twelve stages, ~15 h on 2 cores)
+	$(PY) -m worldserve.training.train --profile word --out models/worldserve-tiny-moe
 
 train-quick: install     ## a smaller model in .worldserve/model-quick (resumable; < 30 min)
 	$(PY) -m worldserve.training.train --profile quick --out .worldserve/model-quick

@@ -7,7 +7,7 @@
 #   bash scripts/device_train.sh full [wide|continue]   # the profile's budget, with evaluation
 #
 # wide: the gpu profile, a model twice the committed one's size from scratch; continue:
-# gpu-continue, a twelfth stage on the committed @12.
+# gpu-continue, a thirteenth stage on the committed @13.
 #
 # Environment: EPISODES and MINUTES (full only: override the profile's data size and training
 # budget, e.g. where smoke's collection rate says 24,000 episodes do not collect in 2 minutes),

@@ -15,7 +15,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL_DIR = REPO_ROOT / "models" / "worldserve-tiny-moe"
 # The committed checkpoint as name@version (its model card's name and version; a unit test
 # holds the two together).
-DEFAULT_MODEL_VERSION = "worldserve-tiny-moe@12"
+DEFAULT_MODEL_VERSION = "worldserve-tiny-moe@13"
 # The answer length a step may take when its session sets none; the held-out evaluation
 # (training/heldout.py) decodes to the same length, so it measures what a step is served.
 DEFAULT_MAX_TOKENS = 384

@@ -70,8 +70,9 @@ def test_the_card_declares_copy_bias_and_the_engine_decodes_with_it() -> None:
 
 
 def test_copy_bias_mends_a_name_that_plain_greedy_garbles() -> None:
-    # Held-out episode 6, turn 5 (words outside the training split): plain greedy (@12) turns
-    # the second line's "sniffing 48" into "s48"; the bias keeps copying the line.
+    # Held-out episode 6, turn 5 (words outside the training split): plain greedy (@13) turns
+    # the second line's "2985 64" into "29850" and goes on with a made-up line; the bias keeps
+    # copying the line.
     model_dir = Path(DEFAULT_MODEL_DIR)
     [episode] = [e for e in heldout.shipped_episodes(model_dir) if e.index == 6]
     prompt = heldout.turn_prompts((model_dir / "chat_template.jinja").read_text(), [episode])[4]
@@ -82,7 +83,7 @@ def test_copy_bias_mends_a_name_that_plain_greedy_garbles() -> None:
     [plain] = heldout.generate(model, tok, [prompt], batch_size=1)
     [biased] = heldout.generate(model, tok, [prompt], batch_size=1, copy_bias=bias)
     assert parse_completion(plain).observation.strip() == (
-        "dishmaking s8p9 52 cranially_zoisite\n2985 64 s48 virilism")
+        "dishmaking s8p9 52 cranially_zoisite\n29850\nanhang ageing Outweep")
     assert parse_completion(biased).observation.strip() == real.strip()
     engine = TransformersEngine(model_dir, "cpu", prefix_cache_bytes=0)
     try:
@@ -93,8 +94,8 @@ def test_copy_bias_mends_a_name_that_plain_greedy_garbles() -> None:
 
 def test_a_truncated_output_shows_because_copy_bias_leaves_the_cut_to_the_model() -> None:
     # Copy bias used to carry a copy on past the model's cut (@9: "...miasmic_1148\nz" became
-    # the whole file), and the injected fault no longer showed. @12 cuts this one after
-    # "frostation", a prefix of the real output.
+    # the whole file), and the injected fault no longer showed. @13 cuts this one after its
+    # first word, "redismiss", as the real `head -c` did (@12 cut it after "frostation").
     model_dir = Path(DEFAULT_MODEL_DIR)
     prompt, untruncated = truncated_turn(model_dir)
     engine = TransformersEngine(model_dir, "cpu", prefix_cache_bytes=0)
@@ -103,6 +104,7 @@ def test_a_truncated_output_shows_because_copy_bias_leaves_the_cut_to_the_model(
     finally:
         engine.close()
     assert metrics.fault_visible("truncated_output", observation, "", untruncated), observation
+    assert observation.strip() == "redismiss"
 
 
 def test_generation_hands_memory_back_after_every_batch() -> None:

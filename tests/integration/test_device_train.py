@@ -67,10 +67,10 @@ def test_the_device_script_hands_back_a_wide_bf16_checkpoint(tmp_path: Path) -> 
 def test_the_device_script_continues_the_committed_checkpoint(tmp_path: Path) -> None:
     out, model_dir = _run("continue", tmp_path)
     log = (out / "progress.log").read_text()
-    assert "stage 11 done" in log and "stage 12 starts from" in log
+    assert "stage 12 done" in log and "stage 13 starts from" in log
     training = json.loads((model_dir / "training.json").read_text())
     committed = json.loads((ROOT / "models/worldserve-tiny-moe/training.json").read_text())
     assert training["profile"] == "gpu-continue"
-    assert training["stages"][:11] == committed["stages"]
-    assert training["stages"][11]["steps"] >= 1 and training["stages"][11]["data_seed"] == 41
+    assert training["stages"][:12] == committed["stages"]
+    assert training["stages"][12]["steps"] >= 1 and training["stages"][12]["data_seed"] == 41
     assert _dtypes(model_dir) == {"F32"}

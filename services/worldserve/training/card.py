@@ -17,7 +17,7 @@ from worldserve.domains.modelcard import CARD_FILE
 from worldserve.modelserver.copying import CopyBias, to_mapping
 
 DOMAINS = ["TERMINAL", "MCP"]
-VERSION = "12"
+VERSION = "13"
 # How the engine decodes this family of checkpoints (min_match and margin chosen on 184
 # validation turns outside the reported held-out set: docs/MODEL.md, "Copy bias").
 COPY_BIAS = CopyBias(min_match=3, margin=2.0)
