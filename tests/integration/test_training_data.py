@@ -208,7 +208,7 @@ def test_a_focus_on_a_fault_kind_draws_it_more_often_and_every_cut_shows(tmp_pat
         assert turn.observation and turn.normal.startswith(turn.observation)
         assert turn.observation != turn.normal and fault_visible(turn, turn.observation)
         shown = turn.observation.strip()
-        assert shown == words[0] if len(words) > 1 else words[0].startswith(shown), turn
+        assert (shown == words[0]) if len(words) > 1 else words[0].startswith(shown), turn
     # Every episode drew a fault (rate 1): a Terminal one that ends plain is a truncation whose
     # output had nothing to cut (an empty grep, one byte), kept as the plain turn it was.
     for turn in (e.turns[-1] for e in focused if e.domain == "TERMINAL" and not e.turns[-1].fault):

@@ -266,11 +266,10 @@ PROFILES = {
     # episodes and recipe. With --continue-from a directory holding @11 it trains this one
     # only.
     "heads": Profile((*_AT11, _HEADS), eval_episodes=120),
-    # @12 (session 34; docs/MODEL.md): an eleventh stage continues
-    # @11 with its recipe on 16,000 fresh episodes (data seed 73) whose truncated outputs are
-    # cut in their first line, half the Terminal faults truncations (_CUT; 649 steps, 10.3 M
-    # tokens; docs/MODEL.md). With --continue-from a directory holding @11 it trains this one
-    # only.
+    # @12 (session 34): an eleventh stage continues @11 with its recipe on 16,000 fresh
+    # episodes (data seed 73) whose truncated outputs are cut in their first line, half the
+    # Terminal faults truncations (_CUT; 649 steps, 10.3 M tokens; docs/MODEL.md). With
+    # --continue-from a directory holding @11 it trains this one only.
     "cut": Profile(_AT12, eval_episodes=120),
     # The committed checkpoint (@13, session 35; `make train`): a twelfth stage continues @12
     # with its recipe on 16,000 fresh episodes (data seed 79) whose truncated outputs end at
