@@ -129,10 +129,17 @@ def terminal_episode(index: int, rng: random.Random, vocab: Vocab, worker: int, 
             cmd = env.lines_reasoning(cmd)
         out = env.run(cmd, f)
         full = env.box.last_full if f == "truncated_output" else ""
-        if f == "truncated_output" and not fault_visible(f, out, out, full):
-            f = full = ""  # nothing to cut (an empty grep, one byte): a plain turn, as it ran
+        if f == "truncated_output" and not cut_shows(out, full):
+            f = full = ""
         ep.turns.append(Turn(cmd.text, out, cmd.reasoning, cmd.kind, f, full))
     return ep
+
+
+def cut_shows(observation: str, untruncated: str) -> bool:
+    """Whether a truncated turn's output shows its cut. One that cannot (an empty grep, one
+    byte) is recorded as the plain turn it was: here, and when ``retruncate`` cuts a
+    collected set again."""
+    return fault_visible("truncated_output", observation, observation, untruncated)
 
 
 def split_focus(focus: Focus) -> tuple[dict[str, float], dict[str, float]]:

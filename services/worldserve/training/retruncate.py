@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from worldserve.evaluation.metrics import fault_visible
+from worldserve.training.collect import cut_shows
 from worldserve.training.shell import truncation_keep
 
 
@@ -36,9 +36,7 @@ def recut_line(line: str) -> tuple[str, int]:
             continue
         full = turn.get("normal", "")
         new = cut(full)
-        if not fault_visible("truncated_output", new, new, full):
-            # Nothing to cut (an empty output, one byte): a plain turn, as collection now
-            # records it (collect.terminal_episode).
+        if not cut_shows(new, full):
             new, turn["fault"], turn["normal"] = full, "", ""
         changed += new != turn["observation"] or not turn["fault"]
         turn["observation"] = new
