@@ -194,6 +194,10 @@ def test_a_focus_on_a_fault_kind_draws_it_more_often_and_every_cut_shows(tmp_pat
     assert PROFILES["word"].stages[-1].focus == cut.focus
     assert collect.fault_focus(cut.focus) == {"truncated_output": 3.0}
     assert collect.split_focus(cut.focus) == ({}, {})  # no command or tool kind drawn more
+    errors = PROFILES["errors"].stages  # after @13: its recipe, the error kinds drawn more
+    assert errors[:-1] == PROFILES["word"].stages
+    assert collect.fault_focus(errors[-1].focus) == collect.fault_focus(cut.focus)
+    assert collect.split_focus(errors[-1].focus) == ({"errors": 3.0}, {})
 
     def truncations(eps: list[Episode]) -> list[collect.Turn]:
         return [e.turns[-1] for e in eps if e.turns[-1].fault == "truncated_output"]
