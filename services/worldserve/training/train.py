@@ -283,10 +283,10 @@ PROFILES = {
     # a directory holding @12 it trains this one only.
     "word": Profile(_AT13, eval_episodes=120),
     # An experiment (session 36, not adopted: error turns +6 over held-out and validation, but
-    # made-up errors on files that exist 6 -> 18, and `make demo` 4 -> 3 of 7; docs/MODEL.md): a
-    # thirteenth stage continues @13 with its recipe, the error kinds drawn three times as
-    # often (_ERRORS; 331 steps, 5.24 M tokens on an AVX2 CPU). With --continue-from a
-    # directory holding @13 it trains this one only.
+    # error messages where the real output had none 6 -> 18 there, and `make demo` 4 -> 3 of 7;
+    # docs/MODEL.md): a thirteenth stage continues @13 with its recipe, the error kinds drawn
+    # three times as often (_ERRORS; 331 steps, 5.24 M tokens on an AVX2 CPU). With
+    # --continue-from a directory holding @13 it trains this one only.
     "errors": Profile((*_AT13, _ERRORS), eval_episodes=120),
     # An experiment (session 19, not adopted: within noise of @8, 0.74x its decoding speed;
     # docs/MODEL.md): an eighth stage deepens @8 from four layers to six (block expansion: the
